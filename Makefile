@@ -1,0 +1,43 @@
+# Two commands on a fresh machine (see README): `make demo` and `make test`.
+# Everything they need is installed here, into ./.venv, from the package registries.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export GLOG_v ?= 3
+
+.PHONY: demo test lint typecheck importlint pytest bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade --quiet pip
+	$(BIN)/python -m pip install --quiet -e ".[dev,mindspore]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/mindwatch demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+importlint: $(STAMP)
+	$(BIN)/lint-imports
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+
+test: lint typecheck importlint pytest
+
+# Benchmarks compare against torch's SummaryWriter too; torch is only needed here.
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	$(BIN)/python benchmarks/write.py
+	$(BIN)/python benchmarks/overhead.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,12 @@
+"""mindwatch: an online training monitor for MindSpore and MindSpore Transformers.
+
+The core (this package) imports no MindSpore; the MindSpore callbacks live in
+:mod:`mindwatch.mindspore`, which imports MindSpore when it is first used.
+"""
+
+from mindwatch._version import __version__
+from mindwatch.config import MonitorConfig
+from mindwatch.events import EventFileWriter, LogDirError
+from mindwatch.monitor import Monitor
+
+__all__ = ["EventFileWriter", "LogDirError", "Monitor", "MonitorConfig", "__version__"]

@@ -1,0 +1,124 @@
+"""Protobuf-free encoding of the ``tensorboard.Event`` messages we write most.
+
+Building a nested protobuf message per point costs about 1.7 us; the hand encoder
+below costs about 0.2 us and produces bytes identical to ``Event.SerializeToString()``
+(tested). Only the outer ``Event``/``Summary`` framing and scalar values are encoded
+here; rare payloads (histograms, text, hparams) are built with tensorboard's protobuf
+classes in :mod:`mindwatch.events.summaries` and spliced in as ready-made
+``Summary.Value`` bytes.
+
+Field numbers (tensorboard/compat/proto/event.proto, summary.proto)::
+
+    Event:   wall_time=1 (double)  step=2 (int64)  file_version=3 (string)
+             summary=5 (Summary)   session_log=7 (SessionLog)
+    Summary: value=1 (repeated Value)
+    Value:   tag=1 (string)  simple_value=2 (float)  histo=5  tensor=8  metadata=9
+    SessionLog: status=1 (enum, START=1)
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable
+
+__all__ = [
+    "encode_file_version",
+    "encode_scalars",
+    "encode_session_start",
+    "encode_summary_values",
+    "scalar_value",
+    "varint",
+]
+
+_pack_d = struct.Struct("<d").pack
+_pack_f = struct.Struct("<f").pack
+_FLOAT32_MAX = 3.4028234663852886e38
+
+# Proto3 omits fields that hold their default value; we do the same so our bytes match
+# SerializeToString() exactly.
+_WALL_TIME = b"\x09"
+_STEP = b"\x10"
+_FILE_VERSION = b"\x1a"
+_SUMMARY = b"\x2a"
+_SESSION_LOG = b"\x3a"
+_VALUE = b"\x0a"
+_TAG = b"\x0a"
+_SIMPLE_VALUE = b"\x15"
+
+
+def varint(n: int) -> bytes:
+    """Encode a non-negative int (or an int64, as two's complement) as a protobuf varint."""
+    if n < 0:
+        n &= 0xFFFFFFFFFFFFFFFF
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _head(wall_time: float, step: int) -> bytes:
+    head = _WALL_TIME + _pack_d(wall_time) if wall_time else b""
+    if step:
+        head += _STEP + varint(step)
+    return head
+
+
+def _float32(value: float) -> bytes:
+    try:
+        return _pack_f(value)
+    except OverflowError:
+        # Finite doubles beyond float32 range: protobuf stores them as +-inf, so do we.
+        return _pack_f(math.copysign(math.inf, value))
+
+
+_value_prefix_cache: dict[str, bytes] = {}
+
+
+def scalar_value(tag: str, value: float) -> bytes:
+    """Return a serialized ``Summary.Value`` holding ``simple_value``."""
+    prefix = _value_prefix_cache.get(tag)
+    if prefix is None:
+        raw = tag.encode("utf-8")
+        body_len = 1 + len(varint(len(raw))) + len(raw) + 5
+        prefix = _VALUE + varint(body_len) + _TAG + varint(len(raw)) + raw + _SIMPLE_VALUE
+        if len(_value_prefix_cache) < 100_000:
+            _value_prefix_cache[tag] = prefix
+    return prefix + _float32(value)
+
+
+def encode_summary_values(wall_time: float, step: int, values: Iterable[bytes]) -> bytes:
+    """Return an ``Event`` whose summary holds the given serialized ``Summary.Value`` entries.
+
+    Each item of ``values`` must already carry its ``Summary.value`` field key and
+    length (as :func:`scalar_value` and :func:`mindwatch.events.summaries.value_bytes`
+    return them).
+    """
+    summary = b"".join(values)
+    return _head(wall_time, step) + _SUMMARY + varint(len(summary)) + summary
+
+
+def encode_scalars(wall_time: float, step: int, scalars: Iterable[tuple[str, float]]) -> bytes:
+    """Return one ``Event`` holding every ``(tag, value)`` pair as ``simple_value``."""
+    return encode_summary_values(wall_time, step, [scalar_value(t, v) for t, v in scalars])
+
+
+def encode_file_version(wall_time: float, version: str = "brain.Event:2") -> bytes:
+    """Return the first event of every event file."""
+    raw = version.encode("ascii")
+    return _head(wall_time, 0) + _FILE_VERSION + varint(len(raw)) + raw
+
+
+def encode_session_start(wall_time: float, step: int) -> bytes:
+    """Return ``Event(session_log=SessionLog(status=START))`` at ``step``.
+
+    TensorBoard treats it as a restart: points at ``step`` and later that came earlier
+    in the run's files are purged, which is how a resumed run hides what the crashed
+    attempt wrote beyond its checkpoint.
+    """
+    body = b"\x08\x01"
+    return _head(wall_time, step) + _SESSION_LOG + varint(len(body)) + body

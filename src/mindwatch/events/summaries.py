@@ -1,0 +1,101 @@
+"""Builders for the rarer summary kinds: histograms, text and hparams plugin data.
+
+These are not on the per-step hot path, so they use tensorboard's own protobuf classes
+(available without TensorFlow) and return serialized ``Summary.Value`` entries framed
+for :func:`mindwatch.events.encoding.encode_summary_values`. Heavy work (bucketing a
+weight tensor) is meant to run on the writer's background thread: the writer calls
+these builders there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from mindwatch.events.encoding import varint
+
+__all__ = [
+    "HParamValue",
+    "histogram_value",
+    "hparams_config_values",
+    "hparams_session_values",
+    "text_value",
+    "value_bytes",
+]
+
+HParamValue = Union[bool, int, float, str]
+DEFAULT_BUCKETS = 30
+
+
+def value_bytes(value: Any) -> bytes:
+    """Frame a ``Summary.Value`` protobuf as a ``Summary.value`` field entry."""
+    raw: bytes = value.SerializeToString()
+    return b"\x0a" + varint(len(raw)) + raw
+
+
+def histogram_value(tag: str, data: Any, buckets: int = DEFAULT_BUCKETS) -> bytes:
+    """Return a ``Summary.Value`` holding a ``HistogramProto`` of ``data``.
+
+    Buckets are uniform between the finite min and max (``np.bincount`` on float32 is
+    about 2.5x faster than ``np.histogram`` over TensorFlow's 1,549 exponential edges).
+    Non-finite elements are left out of the buckets; ``num`` counts only finite ones.
+    The legacy ``histo`` field is used because both TensorBoard's server and its
+    ``EventAccumulator.Histograms`` read it.
+    """
+    from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+
+    arr = np.asarray(data).reshape(-1)
+    if arr.dtype.kind not in "fiub":
+        raise TypeError(f"histogram '{tag}': expected numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    finite = arr[np.isfinite(arr)]
+    histo = HistogramProto()
+    if finite.size:
+        lo, hi = float(finite.min()), float(finite.max())
+        histo.min, histo.max, histo.num = lo, hi, float(finite.size)
+        histo.sum = float(finite.sum())
+        histo.sum_squares = float(np.dot(finite, finite))
+        if hi > lo:
+            scaled = ((finite - lo) * (buckets / (hi - lo))).astype(np.int64)
+            np.minimum(scaled, buckets - 1, out=scaled)
+            counts = np.bincount(scaled, minlength=buckets)
+            edges = lo + (hi - lo) * np.arange(1, buckets + 1) / buckets
+            histo.bucket_limit.extend(edges.tolist())
+            histo.bucket.extend(counts.astype(np.float64).tolist())
+        else:
+            histo.bucket_limit.append(hi)
+            histo.bucket.append(float(finite.size))
+    return value_bytes(Summary.Value(tag=tag, histo=histo))
+
+
+def text_value(tag: str, text: str) -> bytes:
+    """Return a ``Summary.Value`` that TensorBoard's TEXT tab shows (markdown)."""
+    from tensorboard.plugins.text.summary_v2 import text_pb
+
+    summary = text_pb(tag, np.array(text, dtype=object))
+    return value_bytes(summary.value[0])
+
+
+def hparams_config_values(
+    hparams: Mapping[str, HParamValue], metric_tags: Sequence[str] = ()
+) -> list[bytes]:
+    """Return the experiment-level hparams ``Summary.Value``: which hparams and metrics exist."""
+    from tensorboard.plugins.hparams import summary_v2 as hp
+
+    summary = hp.hparams_config_pb(
+        hparams=[hp.HParam(name) for name in hparams],
+        metrics=[hp.Metric(tag) for tag in metric_tags],
+    )
+    return [value_bytes(v) for v in summary.value]
+
+
+def hparams_session_values(
+    hparams: Mapping[str, HParamValue], start_time_secs: float | None = None
+) -> list[bytes]:
+    """Return the session-start hparams ``Summary.Value``: this run's hparam values."""
+    from tensorboard.plugins.hparams import summary_v2 as hp
+
+    summary = hp.hparams_pb(dict(hparams), start_time_secs=start_time_secs)
+    return [value_bytes(v) for v in summary.value]

@@ -1,0 +1,471 @@
+"""``EventFileWriter``: TensorBoard event files written from a background thread.
+
+The caller's thread only appends a tuple to a ``collections.deque`` (atomic under the
+GIL, no lock): about 0.2 us. A daemon thread encodes, frames and writes in batches, so
+the training loop never waits on protobuf, CRC or the disk.
+
+Guarantees:
+
+* **Bounded flush delay.** Everything enqueued reaches the OS at most ``flush_secs``
+  after it was logged (the worker wakes earlier when the queue passes a high-water
+  mark). A process killed with SIGKILL keeps everything up to ``flush_secs`` before
+  the kill; the half-written last record such a kill can leave is one every
+  TensorBoard reader tolerates.
+* **Barriers.** :meth:`flush` returns when everything logged before the call is in the
+  OS; :meth:`close` also ``fsync``\\ s and closes the file. Both also run at interpreter
+  exit and on SIGTERM (see :mod:`mindwatch.events.lifecycle`).
+* **Bounded memory, explicit drop policy.** When ``max_queue`` items are waiting (the
+  disk has stalled), new items are dropped, never the ones already queued, and never
+  by blocking the caller. Drops are counted (:attr:`stats`) and reported once as a
+  warning when they start and again at ``close()``.
+* **Failures degrade, never crash.** A write error (disk full, file too large, a
+  vanished network mount) is logged once with the file and the reason; the records of
+  that batch are counted as dropped; the damaged file is closed (readers treat its
+  torn tail like a file still being written) and the next batch starts a new file.
+  Training goes on. A later recovery is logged too.
+* **Absolute paths.** The folder is resolved when the writer is created, so a later
+  ``os.chdir`` does not move the output. Its parents are created; a folder that can't
+  be created or written raises :class:`LogDirError` naming it, before any training.
+* **Rotation.** A new file is started when the current one reaches ``max_file_size``
+  bytes. File names sort in writing order (the counter is zero-padded), which is the
+  order TensorBoard reads them in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Optional, Union
+
+import numpy as np
+
+from mindwatch.events import lifecycle
+from mindwatch.events.encoding import (
+    encode_file_version,
+    encode_scalars,
+    encode_session_start,
+    encode_summary_values,
+)
+from mindwatch.events.records import frame
+from mindwatch.events.summaries import histogram_value, text_value
+
+__all__ = [
+    "DEFAULT_FLUSH_SECS",
+    "DEFAULT_MAX_QUEUE",
+    "EventFileWriter",
+    "LogDirError",
+    "WriterStats",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FLUSH_SECS = 2.0
+DEFAULT_MAX_QUEUE = 100_000
+# Wake the worker early once this many items wait, so a burst is encoded while the
+# caller goes on instead of piling up for a whole flush interval.
+_HIGH_WATER = 4096
+# Items encoded per GIL hold; sleep(0) between chunks keeps the caller's worst stall
+# under about a millisecond (perf-anchors: 5.2 ms -> 0.7 ms).
+_CHUNK = 256
+_WRITE_BATCH_BYTES = 1 << 20
+
+_SCALARS, _VALUES, _BUILD, _EVENT, _BARRIER = range(5)
+_Item = tuple[int, float, int, Any]
+_ValueBuilder = Callable[[], Sequence[bytes]]
+PathLike = Union[str, "os.PathLike[str]"]
+
+_file_counter = itertools.count()
+
+
+class LogDirError(OSError):
+    """The log folder cannot be created or written. The message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """Counters of one writer, for reports and tests."""
+
+    records_written: int
+    points_dropped: int
+    write_errors: int
+    files: tuple[str, ...]
+
+
+def prepare_logdir(path: PathLike) -> Path:
+    """Return ``path`` as an absolute folder, created if missing, or raise LogDirError."""
+    folder = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LogDirError(
+            f"cannot create log folder '{folder}': {exc.strerror or exc}. "
+            "Choose a folder you can write to (the logdir / summary_dir setting), "
+            "or create it first."
+        ) from exc
+    if not folder.is_dir():
+        raise LogDirError(f"log folder '{folder}' exists but is not a folder. Choose another path.")
+    return folder
+
+
+class EventFileWriter:
+    """Write TensorBoard event files for one run folder from a background thread.
+
+    Args:
+        logdir: the run folder; created with its parents; resolved to an absolute path.
+        flush_secs: longest time between logging a value and handing it to the OS.
+        max_file_size: start a new file once the current one reaches this many bytes
+            (``None``: never rotate).
+        max_queue: items waiting for the worker before new ones are dropped.
+        filename_suffix: appended to every file name.
+        purge_step: when resuming at this step, hide points at ``>= purge_step`` that
+            earlier files of this run folder hold (TensorBoard's ``SessionLog.START``).
+    """
+
+    def __init__(
+        self,
+        logdir: PathLike,
+        *,
+        flush_secs: float = DEFAULT_FLUSH_SECS,
+        max_file_size: Optional[int] = None,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+        filename_suffix: str = "",
+        purge_step: Optional[int] = None,
+    ) -> None:
+        if flush_secs <= 0:
+            raise ValueError(f"flush_secs must be > 0, got {flush_secs!r}")
+        if max_file_size is not None and max_file_size < 1024:
+            raise ValueError(f"max_file_size must be >= 1024 bytes, got {max_file_size!r}")
+        if max_queue < 1:
+            raise ValueError(f"max_queue must be >= 1, got {max_queue!r}")
+        self.logdir = prepare_logdir(logdir)
+        self.flush_secs = float(flush_secs)
+        self.max_file_size = max_file_size
+        self.max_queue = int(max_queue)
+        self._suffix = filename_suffix
+        self._queue: deque[_Item] = deque()
+        self._wake = threading.Event()
+        self._stop = False
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._dropped = 0
+        self._drop_warned = False
+        self._records = 0
+        self._errors = 0
+        self._failing: Optional[str] = None
+        self._warned_errors: set[str] = set()
+        self._files: list[str] = []
+        self._file: Optional[BinaryIO] = None  # None after a write error, until reopened
+        self._file_bytes = self._header_bytes = 0
+        # Open the first file here, on the caller's thread: an unwritable folder must
+        # fail now, before training starts, not as a warning from the worker later.
+        try:
+            self._open_file()
+            if purge_step is not None:
+                self._write_records([frame(encode_session_start(time.time(), int(purge_step)))])
+        except OSError as exc:
+            raise LogDirError(
+                f"cannot write event files in '{self.logdir}': {exc.strerror or exc}. "
+                "Choose a folder you can write to (the logdir / summary_dir setting)."
+            ) from exc
+        self._thread = threading.Thread(
+            target=self._run, name=f"mindwatch-writer-{self.logdir.name}", daemon=True
+        )
+        self._thread.start()
+        lifecycle.register(self)
+
+    # ------------------------------------------------------------------ caller side
+
+    def _enqueue(self, item: _Item, points: int) -> None:
+        queue = self._queue
+        n = len(queue)
+        if n >= self.max_queue or self._closed:
+            self._drop(points)
+            return
+        queue.append(item)
+        if n >= _HIGH_WATER and not self._wake.is_set():
+            self._wake.set()
+
+    def add_scalars(
+        self,
+        step: int,
+        scalars: Sequence[tuple[str, float]],
+        wall_time: Optional[float] = None,
+    ) -> None:
+        """Log ``(tag, value)`` pairs at ``step`` as one event. Values must be floats."""
+        self._enqueue((_SCALARS, wall_time or time.time(), step, scalars), len(scalars))
+
+    def add_scalar(
+        self, tag: str, value: float, step: int, wall_time: Optional[float] = None
+    ) -> None:
+        """Log one scalar. ``value`` is converted with ``float()`` now (TypeError if it can't)."""
+        self._enqueue((_SCALARS, wall_time or time.time(), step, ((tag, float(value)),)), 1)
+
+    def add_histogram(
+        self,
+        tag: str,
+        values: Any,
+        step: int,
+        wall_time: Optional[float] = None,
+        buckets: int = 30,
+    ) -> None:
+        """Log a histogram of ``values``; the array is copied now and bucketed in the background."""
+        data = np.array(values, copy=True)
+        self.add_values_later(step, lambda: [histogram_value(tag, data, buckets)], wall_time)
+
+    def add_text(self, tag: str, text: str, step: int, wall_time: Optional[float] = None) -> None:
+        """Log markdown text (TensorBoard's TEXT tab)."""
+        self.add_values_later(step, lambda: [text_value(tag, text)], wall_time)
+
+    def add_values(
+        self, step: int, values: Sequence[bytes], wall_time: Optional[float] = None
+    ) -> None:
+        """Log ready-made serialized ``Summary.Value`` entries as one event."""
+        self._enqueue((_VALUES, wall_time or time.time(), step, values), len(values))
+
+    def add_values_later(
+        self, step: int, build: _ValueBuilder, wall_time: Optional[float] = None
+    ) -> None:
+        """Log the ``Summary.Value`` entries ``build()`` returns, calling it on the worker."""
+        self._enqueue((_BUILD, wall_time or time.time(), step, build), 1)
+
+    def add_session_start(self, step: int, wall_time: Optional[float] = None) -> None:
+        """Mark a restart at ``step``: TensorBoard hides earlier points at ``>= step``."""
+        self._enqueue((_EVENT, 0.0, 0, encode_session_start(wall_time or time.time(), step)), 0)
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Block until everything logged so far is in the OS. Returns False on timeout."""
+        if self._closed or not self._thread.is_alive():
+            return True
+        done = threading.Event()
+        self._queue.append((_BARRIER, 0.0, 0, done))
+        self._wake.set()
+        return done.wait(timeout)
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Write everything, fsync and close the file. Idempotent; safe from any thread."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True  # new items are dropped (and counted) from here on
+            self._stop = True
+            self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        lifecycle.unregister(self)
+        if self._dropped:
+            log.warning(
+                "mindwatch: %d points were not written to %s (%d write errors; "
+                "see the first warning above for the reason)",
+                self._dropped,
+                self.logdir,
+                self._errors,
+            )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def stats(self) -> WriterStats:
+        return WriterStats(
+            records_written=self._records,
+            points_dropped=self._dropped,
+            write_errors=self._errors,
+            files=tuple(self._files),
+        )
+
+    def __enter__(self) -> EventFileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _drop(self, points: int) -> None:
+        self._dropped += points
+        if not self._drop_warned:
+            self._drop_warned = True
+            reason = (
+                "the writer is closed"
+                if self._closed
+                else (f"{self.max_queue} items are waiting for the disk (max_queue)")
+            )
+            log.warning(
+                "mindwatch: dropping new points for %s because %s; training continues. "
+                "The total is reported at close().",
+                self.logdir,
+                reason,
+            )
+
+    # ------------------------------------------------------------------ worker side
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.flush_secs)
+            self._wake.clear()
+            stopping = self._stop
+            self._drain()
+            if stopping:
+                break
+        self._finish()
+
+    def _drain(self) -> None:
+        queue = self._queue
+        pending: list[bytes] = []
+        pending_bytes = 0
+        points = 0
+        while queue:
+            for _ in range(_CHUNK):
+                if not queue:
+                    break
+                kind, wall, step, payload = queue.popleft()
+                if kind == _BARRIER:
+                    self._commit(pending, points)
+                    pending, pending_bytes, points = [], 0, 0
+                    payload.set()
+                    continue
+                try:
+                    record = frame(self._encode(kind, wall, step, payload))
+                except Exception as exc:  # a bad item must not stop the others
+                    self._errors += 1
+                    log.warning("mindwatch: could not encode an event at step %s: %r", step, exc)
+                    continue
+                pending.append(record)
+                pending_bytes += len(record)
+                points += len(payload) if kind in (_SCALARS, _VALUES) else 1
+            if pending_bytes >= _WRITE_BATCH_BYTES:
+                self._commit(pending, points)
+                pending, pending_bytes, points = [], 0, 0
+            time.sleep(0)  # let the training thread run between chunks
+        self._commit(pending, points)
+
+    @staticmethod
+    def _encode(kind: int, wall: float, step: int, payload: Any) -> bytes:
+        if kind == _SCALARS:
+            return encode_scalars(wall, step, payload)
+        if kind == _VALUES:
+            return encode_summary_values(wall, step, payload)
+        if kind == _BUILD:
+            return encode_summary_values(wall, step, payload())
+        if kind == _EVENT:
+            return bytes(payload)
+        raise ValueError(f"unknown queue item kind {kind}")
+
+    def _commit(self, records: list[bytes], points: int) -> None:
+        """Write ``records`` and hand them to the OS; on failure count them as dropped."""
+        if not records:
+            return
+        try:
+            self._write_records(records)
+        except OSError as exc:
+            self._on_write_error(exc, points)
+            return
+        self._records += len(records)
+        if self._failing is not None:
+            log.info("mindwatch: writing to %s works again", self._files[-1])
+            self._failing = None
+
+    def _on_write_error(self, exc: OSError, points: int) -> None:
+        self._errors += 1
+        self._dropped += points
+        where = self._files[-1] if self._file is not None and self._files else str(self.logdir)
+        message = f"{exc.strerror or exc} (errno {exc.errno})"
+        self._failing = message
+        # One warning per kind of failure: a disk that stays full must not flood the
+        # training log. Later failures are counted and summed up at close().
+        if message not in self._warned_errors:
+            self._warned_errors.add(message)
+            log.warning(
+                "mindwatch: writing events to %s failed: %s. Training continues; "
+                "these points are dropped and the next ones go to a new file.",
+                where,
+                message,
+            )
+        else:
+            log.debug("mindwatch: writing events to %s failed again: %s", where, message)
+        # Abandon the damaged file: its torn tail reads like a file still being written.
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+
+    def _write_records(self, records: Iterable[bytes]) -> None:
+        """Write ``records`` (rotating as needed) and hand them to the OS."""
+        batch: list[bytes] = []
+        size = self._file_bytes
+        limit = self.max_file_size
+        for record in records:
+            if limit is not None and size >= limit and size > self._header_bytes:
+                self._current().write(b"".join(batch))
+                batch = []
+                self._rotate()
+                size = self._file_bytes
+            batch.append(record)
+            size += len(record)
+        handle = self._current()
+        handle.write(b"".join(batch))
+        handle.flush()
+        self._file_bytes = size
+
+    def _current(self) -> BinaryIO:
+        if self._file is None:
+            self._open_file()
+        assert self._file is not None
+        return self._file
+
+    def _open_file(self) -> None:
+        counter = next(_file_counter)
+        name = (
+            f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+            f"{os.getpid()}.{counter:05d}{self._suffix}"
+        )
+        path = self.logdir / name
+        handle = open(path, "ab")  # noqa: SIM115 - owned by the writer until close()
+        try:
+            header = frame(encode_file_version(time.time()))
+            handle.write(header)
+            handle.flush()
+        except OSError:
+            # Don't leave an empty file behind for every retry while the disk is full.
+            with contextlib.suppress(OSError):
+                handle.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+        self._file = handle
+        self._file_bytes = self._header_bytes = len(header)
+        self._files.append(str(path))
+
+    def _rotate(self) -> None:
+        self._close_file()
+        self._open_file()
+
+    def _close_file(self) -> None:
+        handle, self._file = self._file, None
+        if handle is None:
+            return
+        try:
+            handle.flush()
+            os.fsync(handle.fileno())
+        except OSError as exc:
+            self._on_write_error(exc, 0)
+        finally:
+            with contextlib.suppress(OSError):
+                handle.close()
+
+    def _finish(self) -> None:
+        self._drain()  # anything a caller appended while close() was starting
+        self._close_file()
+        # Release anyone still waiting on a barrier queued after close().
+        while self._queue:
+            kind, _, _, payload = self._queue.popleft()
+            if kind == _BARRIER:
+                payload.set()

@@ -1,0 +1,60 @@
+"""Step time and throughput from wall-clock time between consecutive logged steps.
+
+Pure bookkeeping, no I/O: ``StepClock.tick(step)`` returns how long the steps since the
+previous tick took. When ``step`` advanced by ``k`` (logging every ``k`` steps, or
+MindSpore's sink mode on Ascend, where the callback fires once per sink), the interval
+is shared equally by those ``k`` steps: that is all the clock can honestly know.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, NamedTuple, Optional
+
+__all__ = ["StepClock", "StepTiming"]
+
+
+class StepTiming(NamedTuple):
+    """One interval between ticks: ``seconds`` of wall time covering ``steps`` steps."""
+
+    seconds: float
+    steps: int
+
+    @property
+    def step_time_ms(self) -> float:
+        return self.seconds * 1000.0 / self.steps
+
+    def per_second(self, count_per_step: float) -> float:
+        """Rate of a per-step count (samples, tokens) over this interval."""
+        return count_per_step * self.steps / self.seconds
+
+
+class StepClock:
+    """Measure the interval between consecutive steps.
+
+    The first tick measures from construction or from the last :meth:`restart`; call
+    ``restart()`` after time that is not a training step (evaluation), or right before
+    the first step.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self._last_time = clock()
+        self._last_step: Optional[int] = None
+
+    def restart(self) -> None:
+        """The next tick measures from now and counts as a single step."""
+        self._last_time = self._clock()
+        self._last_step = None
+
+    def tick(self, step: int) -> Optional[StepTiming]:
+        """Record that ``step`` ended now; None if no time passed or the step went back."""
+        now = self._clock()
+        last_step = self._last_step
+        steps = step - last_step if last_step is not None else 1
+        seconds = now - self._last_time
+        self._last_time = now
+        self._last_step = step
+        if steps <= 0 or seconds <= 0:
+            return None
+        return StepTiming(seconds, steps)

@@ -1,0 +1,40 @@
+"""The MindSpore adapter: the only part of mindwatch that imports MindSpore.
+
+``import mindwatch.mindspore`` is free; MindSpore is imported when one of the names
+below is first used, so ``mindwatch watch`` / ``report`` keep working on machines
+without it, and an Ascend user's own MindSpore build is used as installed.
+
+* :class:`TrainingMonitor` - a ``mindspore.train.Callback`` for ``Model.train`` /
+  ``Model.fit``.
+* :class:`TrainOneStepWithGradNormCell` - ``nn.TrainOneStepCell`` that also returns the
+  global gradient norm, so ``train/grad_norm`` appears under ``Model.train``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mindwatch.mindspore.callback import TrainingMonitor
+    from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
+
+__all__ = ["TrainOneStepWithGradNormCell", "TrainingMonitor"]
+
+_LAZY = {
+    "TrainingMonitor": "mindwatch.mindspore.callback",
+    "TrainOneStepWithGradNormCell": "mindwatch.mindspore.cells",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mindwatch.mindspore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,99 @@
+"""``run.json``: what a run folder holds, written so it is always complete on disk.
+
+Written when the monitor starts (``status: running``) and rewritten at ``close()``
+(``status: finished``), each time atomically (temporary file + rename), so a crash
+never leaves half a file. A run whose ``status`` is still ``running`` while its ``pid``
+is gone has crashed. Failing to write it is a warning, never an error: it must not
+take training down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import socket
+import sys
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RunInfo", "package_versions"]
+
+log = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+_PACKAGES = ("mindwatch", "mindspore", "mindformers", "tensorboard", "numpy", "protobuf")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages that matter, without importing any of them."""
+    versions = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+class RunInfo:
+    """The contents of ``<logdir>/run.json`` and the code that keeps it on disk."""
+
+    def __init__(
+        self,
+        logdir: Path,
+        *,
+        config: Mapping[str, Any],
+        world_size: int = 1,
+        rank: int = 0,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.path = logdir / RUN_FILE
+        self.data: dict[str, Any] = {
+            "format": 1,
+            "status": "running",
+            "start_time": _now(),
+            "end_time": None,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "argv": list(sys.argv),
+            "cwd": os.getcwd(),
+            "logdir": str(logdir),
+            "world_size": world_size,
+            "rank": rank,
+            "versions": package_versions(),
+            "config": dict(config),
+        }
+        if extra:
+            self.data.update(extra)
+        self._warned = False
+
+    def update(self, **fields: Any) -> None:
+        self.data.update(fields)
+
+    def finish(self, **fields: Any) -> None:
+        self.data.update(fields, status="finished", end_time=_now())
+        self.write()
+
+    def write(self) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                json.dump(self.data, handle, indent=2, ensure_ascii=False, default=str)
+                handle.write("\n")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                log.warning("mindwatch: could not write %s: %s; training continues", self.path, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()

@@ -1,0 +1,227 @@
+"""EventFileWriter: format, round trip through TensorBoard's reader, and its guarantees."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from tensorboard.compat.proto import event_pb2, summary_pb2
+
+from mindwatch.events import EventFileWriter, LogDirError
+from mindwatch.events.crc import _crc32c_py, crc32c, masked_crc32c
+from mindwatch.events.encoding import (
+    encode_file_version,
+    encode_scalars,
+    encode_session_start,
+)
+from mindwatch.events.summaries import hparams_config_values, hparams_session_values
+from tests.tbread import accumulator, same_float32, scalars
+
+SPECIAL = [0.0, -0.0, 1.5, -2.25, 3.4e38, 1e-40, math.inf, -math.inf, math.nan]
+
+
+@pytest.mark.parametrize("step", [0, 1, 127, 128, 12345, 2**40, -3])
+def test_scalar_encoding_is_byte_identical_to_protobuf(step: int) -> None:
+    for value in SPECIAL:
+        expected = event_pb2.Event(
+            wall_time=123.5,
+            step=step,
+            summary=summary_pb2.Summary(
+                value=[
+                    summary_pb2.Summary.Value(tag="train/loss", simple_value=value),
+                    summary_pb2.Summary.Value(tag="层/范数 x", simple_value=2.0),
+                ]
+            ),
+        ).SerializeToString()
+        got = encode_scalars(123.5, step, [("train/loss", value), ("层/范数 x", 2.0)])
+        assert got == expected
+
+
+def test_values_beyond_float32_become_inf_like_protobuf() -> None:
+    event = event_pb2.Event.FromString(encode_scalars(1.0, 1, [("x", 1e39), ("y", -1e300)]))
+    assert [v.simple_value for v in event.summary.value] == [math.inf, -math.inf]
+
+
+def test_file_version_and_session_start_match_protobuf() -> None:
+    assert encode_file_version(7.25) == (
+        event_pb2.Event(wall_time=7.25, file_version="brain.Event:2").SerializeToString()
+    )
+    assert encode_session_start(7.25, 200) == (
+        event_pb2.Event(
+            wall_time=7.25, step=200, session_log=event_pb2.SessionLog(status=1)
+        ).SerializeToString()
+    )
+
+
+def test_crc_backends_agree() -> None:
+    for data in [b"", b"a", b"123456789", bytes(range(256)) * 3]:
+        assert crc32c(data) == _crc32c_py(data)
+    assert _crc32c_py(b"123456789") == 0xE3069283  # the CRC-32C check value
+    assert masked_crc32c(b"") == 0xA282EAD8
+
+
+def test_round_trip_through_event_accumulator(tmp_path: Path) -> None:
+    tags = [f"train/t{i}" for i in range(5)] + ["eval/精度 top-1"]
+    written: dict[str, list[tuple[int, float]]] = {t: [] for t in tags}
+    with EventFileWriter(tmp_path) as writer:
+        for step in range(3000):
+            pairs = []
+            for i, tag in enumerate(tags):
+                value = SPECIAL[(step + i) % len(SPECIAL)] if step % 7 == 0 else step * 0.5 + i
+                pairs.append((tag, value))
+                written[tag].append((step, value))
+            writer.add_scalars(step, pairs)
+    read = scalars(tmp_path)
+    assert sorted(read) == sorted(tags)
+    for tag in tags:
+        got = read[tag]
+        assert [s for s, _ in got] == [s for s, _ in written[tag]]
+        assert all(same_float32(a, b) for (_, a), (_, b) in zip(got, written[tag]))
+
+
+def test_first_event_names_the_format(tmp_path: Path) -> None:
+    with EventFileWriter(tmp_path) as writer:
+        writer.add_scalar("x", 1.0, 1)
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    assert f".{socket.gethostname()}.{os.getpid()}." in path.name
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    first = next(iter(EventFileLoader(str(path)).Load()))
+    assert first.file_version == "brain.Event:2"
+
+
+def test_histograms_text_and_hparams_load_in_tensorboard(tmp_path: Path) -> None:
+    import numpy as np
+
+    data = np.random.default_rng(0).normal(size=10_000).astype(np.float32)
+    data[:3] = [np.nan, np.inf, -np.inf]
+    with EventFileWriter(tmp_path) as writer:
+        writer.add_histogram("weights/w1", data, step=5)
+        writer.add_text("config", "lr: **0.1**", step=0)
+        hp = {"lr": 0.1, "layers": 2, "opt": "adam", "bf16": True}
+        writer.add_values(0, hparams_config_values(hp, ["train/loss"]))
+        writer.add_values(0, hparams_session_values(hp))
+    acc = accumulator(tmp_path)
+    (histo,) = acc.Histograms("weights/w1")
+    finite = data[np.isfinite(data)]
+    assert histo.step == 5
+    assert histo.histogram_value.num == finite.size
+    assert histo.histogram_value.min == pytest.approx(float(finite.min()))
+    assert histo.histogram_value.max == pytest.approx(float(finite.max()))
+    assert sum(histo.histogram_value.bucket) == finite.size
+    (text,) = acc.Tensors("config")
+    assert text.tensor_proto.string_val[0] == b"lr: **0.1**"
+    assert set(acc.PluginTagToContent("hparams")) == {
+        "_hparams_/experiment",
+        "_hparams_/session_start_info",
+    }
+
+
+def test_rotation_keeps_every_point_in_order(tmp_path: Path) -> None:
+    with EventFileWriter(tmp_path, max_file_size=4096) as writer:
+        for step in range(2000):
+            writer.add_scalars(step, [("a", float(step)), ("b", -float(step))])
+    files = sorted(tmp_path.glob("events.out.tfevents.*"))
+    assert len(files) > 5
+    assert [str(f) for f in files] == sorted(writer.stats.files)
+    assert all(f.stat().st_size < 4096 + 200 for f in files)
+    read = scalars(tmp_path)
+    assert read["a"] == [(s, float(s)) for s in range(2000)]
+    assert read["b"] == [(s, -float(s)) for s in range(2000)]
+
+
+def test_purge_step_hides_points_of_the_crashed_attempt(tmp_path: Path) -> None:
+    with EventFileWriter(tmp_path) as first:
+        for step in range(1, 251):
+            first.add_scalar("train/loss", 1.0, step)
+    with EventFileWriter(tmp_path, purge_step=201) as resumed:
+        for step in range(201, 301):
+            resumed.add_scalar("train/loss", 2.0, step)
+    read = scalars(tmp_path)["train/loss"]
+    assert [s for s, _ in read] == list(range(1, 301))
+    assert {v for s, v in read if s > 200} == {2.0}
+
+
+def test_flush_is_a_barrier(tmp_path: Path) -> None:
+    writer = EventFileWriter(tmp_path, flush_secs=3600)
+    for step in range(100):
+        writer.add_scalar("x", float(step), step)
+    assert writer.flush(timeout=30)
+    assert len(scalars(tmp_path)["x"]) == 100  # on disk while the writer is still open
+    writer.close()
+
+
+def test_data_reaches_the_os_within_flush_secs(tmp_path: Path) -> None:
+    import time
+
+    writer = EventFileWriter(tmp_path, flush_secs=0.2)
+    writer.add_scalar("x", 1.0, 1)
+    deadline = time.monotonic() + 20
+    while "x" not in scalars(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert scalars(tmp_path)["x"] == [(1, 1.0)]
+    writer.close()
+
+
+def test_full_queue_drops_new_points_counts_them_and_warns_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = EventFileWriter(tmp_path, flush_secs=3600, max_queue=10)
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        for step in range(100):
+            writer.add_scalars(step, [("x", 1.0), ("y", 2.0)])
+        writer.close()
+    assert writer.stats.points_dropped == 180
+    assert [s for s, _ in scalars(tmp_path)["x"]] == list(range(10))
+    drops = [r for r in caplog.records if "dropping new points" in r.getMessage()]
+    assert len(drops) == 1
+    assert "max_queue" in drops[0].getMessage()
+    assert any("180 points were not written" in r.getMessage() for r in caplog.records)
+
+
+def test_writing_after_close_is_counted_not_raised(tmp_path: Path) -> None:
+    writer = EventFileWriter(tmp_path)
+    writer.close()
+    writer.close()  # idempotent
+    writer.add_scalar("x", 1.0, 1)
+    assert writer.stats.points_dropped == 1
+
+
+def test_relative_logdir_is_fixed_at_creation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    writer = EventFileWriter("runs/a")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.chdir(elsewhere)
+    writer.add_scalar("x", 1.0, 1)
+    writer.close()
+    assert writer.logdir == tmp_path / "runs" / "a"
+    assert scalars(tmp_path / "runs" / "a")["x"] == [(1, 1.0)]
+    assert not (elsewhere / "runs").exists()
+
+
+def test_non_ascii_path_with_spaces(tmp_path: Path) -> None:
+    logdir = tmp_path / "我的 实验" / "运行 1"
+    with EventFileWriter(logdir) as writer:
+        writer.add_scalar("train/loss", 0.5, 3)
+    assert scalars(logdir)["train/loss"] == [(3, 0.5)]
+
+
+def test_unwritable_logdir_names_the_folder(tmp_path: Path) -> None:
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("x")
+    with pytest.raises(LogDirError, match="not_a_folder/run") as info:
+        EventFileWriter(blocker / "run")
+    assert "Choose a folder you can write to" in str(info.value)
+
+
+def test_read_only_filesystem_is_reported_before_writing() -> None:
+    # /proc refuses new files even for root, unlike permission bits.
+    with pytest.raises(LogDirError, match="/proc/mindwatch-test"):
+        EventFileWriter("/proc/mindwatch-test")

@@ -1,0 +1,52 @@
+"""Fixtures for tests that train real MindSpore models on the CPU."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("GLOG_v", "3")
+ms = pytest.importorskip("mindspore")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/mindspore" in str(item.fspath):
+            item.add_marker(pytest.mark.mindspore)
+
+
+@pytest.fixture(params=["graph", "pynative"])
+def mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test in GRAPH and in PyNative mode (restored afterwards)."""
+    previous = ms.get_context("mode")
+    ms.set_device("CPU")
+    ms.set_context(mode=ms.GRAPH_MODE if request.param == "graph" else ms.PYNATIVE_MODE)
+    yield str(request.param)
+    ms.set_context(mode=previous)
+
+
+class Recorder(ms.train.Callback):  # type: ignore[misc]
+    """An independent callback: what the network really returned at each step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[int] = []
+        self.losses: list[float] = []
+        self.grad_norms: list[float] = []
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        cb = run_context.original_args()
+        outputs = cb.net_outputs
+        loss = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+        self.steps.append(int(cb.cur_step_num))
+        self.losses.append(float(loss.asnumpy()))
+        if isinstance(outputs, (tuple, list)) and len(outputs) == 2:
+            self.grad_norms.append(float(outputs[1].asnumpy()))
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()

@@ -1,0 +1,114 @@
+"""`mindwatch demo` end to end: the command's output, then a live TensorBoard server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+MINDWATCH = str(Path(sys.executable).with_name("mindwatch"))
+TENSORBOARD = str(Path(sys.executable).with_name("tensorboard"))
+
+
+@pytest.fixture(scope="module")
+def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("demo")
+    result = subprocess.run(
+        [MINDWATCH, "demo", "--logdir", str(root), "--steps", "120", "--seed", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "GLOG_v": "3"},
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "[mindwatch] step 25/120 | loss" in out
+    assert "eval at step 100" in out
+    assert f"tensorboard --logdir {root}" in out
+    (run,) = root.iterdir()
+    assert run.name.endswith("_demo")
+    assert f"Run folder: {run}" in out
+    return root
+
+
+def test_demo_writes_a_named_run_folder_with_run_json(demo_root: Path) -> None:
+    (run,) = demo_root.iterdir()
+    stamp = run.name.split("_")[0]
+    assert len(stamp) == 15
+    assert stamp[8] == "-"
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "finished"
+    assert info["last_step"] == 120
+    assert "mindspore" in info["versions"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def tensorboard_url(demo_root: Path) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [TENSORBOARD, "--logdir", str(demo_root), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _wait_for_tags(url: str, want: set[str], timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = _get(f"{url}/data/plugin/scalars/tags")
+            runs = [tags for tags in last.values() if want <= set(tags)]
+            if runs:
+                return dict(last)
+        except OSError:
+            pass  # the server is still starting
+        time.sleep(0.5)
+    raise AssertionError(f"TensorBoard never listed {want}; last answer: {last}")
+
+
+def test_live_tensorboard_serves_the_demo_curves(tensorboard_url: str, demo_root: Path) -> None:
+    want = {"train/loss", "train/lr", "train/grad_norm", "perf/step_time_ms"}
+    tags = _wait_for_tags(tensorboard_url, want)
+    (run_name,) = tags
+    assert run_name == next(demo_root.iterdir()).name
+    for tag in sorted(want):
+        query = urllib.parse.urlencode({"run": run_name, "tag": tag})
+        points = _get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")
+        # Each point is [wall_time, step, value].
+        assert [p[1] for p in points] == list(range(1, 121)), tag
+        assert all(isinstance(p[2], float) for p in points)
+    query = urllib.parse.urlencode({"run": run_name, "tag": "train/lr"})
+    lrs = [p[2] for p in _get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")]
+    assert lrs[0] < lrs[11]  # warmup
+    assert lrs[-1] < lrs[20]  # cosine decay

@@ -1,0 +1,255 @@
+"""TrainingMonitor under real Model.train / Model.fit runs, GRAPH and PyNative, sink on and off."""
+
+from __future__ import annotations
+
+import logging
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from mindspore.train import Model, RunContext
+
+import mindspore as ms
+from mindspore import nn
+from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
+from mindwatch.mindspore.callback import unpack_outputs
+from mindwatch.mindspore.demo import WarmupCosineLR, make_dataset, make_network, warmup_cosine
+from tests.mindspore.conftest import Recorder
+from tests.tbread import scalars
+
+STEPS, BATCH = 40, 16
+QUIET = {"print_every": 0}
+
+
+def _train_cell(lr: Any = 0.05) -> Any:
+    net = make_network()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.Momentum(net.trainable_params(), learning_rate=lr, momentum=0.9)
+    return TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt)
+
+
+@pytest.mark.parametrize("sink", [False, True], ids=["nosink", "sink"])
+def test_logged_values_match_the_network_step_by_step(
+    tmp_path: Path, mode: str, sink: bool, recorder: Recorder
+) -> None:
+    ms.set_seed(1)
+    warmup = 10
+    cell = _train_cell(WarmupCosineLR(0.05, warmup=warmup, total=STEPS))
+    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
+    Model(cell).train(
+        1,
+        make_dataset(STEPS * BATCH, BATCH, seed=0),
+        callbacks=[monitor, recorder],
+        dataset_sink_mode=sink,
+    )
+    read = scalars(tmp_path)
+    steps = [s for s, _ in read["train/loss"]]
+    assert steps == list(range(1, STEPS + 1))  # no gaps, no duplicates
+    assert recorder.steps == steps
+    assert [v for _, v in read["train/loss"]] == pytest.approx(recorder.losses, rel=1e-6)
+    assert [v for _, v in read["train/grad_norm"]] == pytest.approx(recorder.grad_norms, rel=1e-6)
+    # The lr the optimizer used at step s is the schedule at optimizer step s - 1.
+    expected_lr = warmup_cosine(np.arange(STEPS), 0.05, warmup, STEPS)
+    assert [v for _, v in read["train/lr"]] == pytest.approx(expected_lr.tolist(), rel=1e-5)
+    assert [s for s, _ in read["perf/samples_per_s"]] == steps
+    assert all(v > 0 for _, v in read["perf/step_time_ms"])
+    assert {v for _, v in read["train/epoch"]} == {1.0}
+
+
+def test_grad_norm_is_the_global_norm_of_the_gradients(mode: str) -> None:
+    ms.set_seed(2)
+    cell = _train_cell(lr=0.0)  # lr 0: the step leaves the weights alone
+    x, y = (ms.Tensor(a) for a in _batch())
+    grad_fn = ms.value_and_grad(cell.network, None, cell.weights)
+    _, grads = grad_fn(x, y)
+    expected = float(
+        np.sqrt(sum(float((g.asnumpy().astype(np.float64) ** 2).sum()) for g in grads))
+    )
+    _, grad_norm = cell(x, y)
+    assert float(grad_norm.asnumpy()) == pytest.approx(expected, rel=1e-5)
+
+
+def test_clipping_bounds_the_update_and_reports_the_unclipped_norm(mode: str) -> None:
+    ms.set_seed(3)
+    net = make_network()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.SGD(net.trainable_params(), learning_rate=1.0)
+    cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt, clip_grad_norm=0.01)
+    before = [p.asnumpy().copy() for p in net.trainable_params()]
+    _, grad_norm = cell(*(ms.Tensor(a) for a in _batch()))
+    after = [p.asnumpy() for p in net.trainable_params()]
+    step_norm = np.sqrt(sum(float(((a - b) ** 2).sum()) for a, b in zip(after, before)))
+    assert float(grad_norm.asnumpy()) > 0.01
+    assert step_norm == pytest.approx(0.01, rel=1e-3)  # SGD lr 1: the update is the clipped grad
+    with pytest.raises(ValueError, match="clip_grad_norm must be > 0"):
+        TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt, clip_grad_norm=0)
+
+
+def _batch() -> tuple[np.ndarray, np.ndarray]:
+    from mindwatch.mindspore.demo import make_data
+
+    x, y = make_data(BATCH, seed=5)
+    return x, y
+
+
+def test_initial_epoch_continues_the_step_axis(tmp_path: Path, recorder: Recorder) -> None:
+    ms.set_context(mode=ms.GRAPH_MODE)
+    cell = _train_cell()
+    Model(cell).train(
+        3,
+        make_dataset(10 * BATCH, BATCH, 0),
+        callbacks=[TrainingMonitor(logdir=tmp_path, config=QUIET), recorder],
+        initial_epoch=1,
+    )
+    assert recorder.steps[:2] == [1, 2]  # MindSpore itself restarts at 0 ...
+    read = scalars(tmp_path)
+    assert [s for s, _ in read["train/loss"]] == list(range(11, 31))  # ... mindwatch continues
+    assert {v for _, v in read["train/epoch"]} == {2.0, 3.0}
+
+
+def test_fit_validation_results_are_eval_scalars(tmp_path: Path) -> None:
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = make_network()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.Momentum(net.trainable_params(), 0.05, 0.9)
+    model = Model(net, loss, opt, metrics={"acc"})
+    model.fit(
+        2,
+        make_dataset(10 * BATCH, BATCH, 0),
+        valid_dataset=make_dataset(4 * BATCH, BATCH, 1),
+        callbacks=[TrainingMonitor(logdir=tmp_path, config=QUIET)],
+    )
+    read = scalars(tmp_path)
+    assert [s for s, _ in read["eval/loss"]] == [10, 20]
+    assert [s for s, _ in read["eval/acc"]] == [10, 20]
+    assert all(0 <= v <= 1 for _, v in read["eval/acc"])
+    assert [s for s, _ in read["train/loss"]] == list(range(1, 21))
+    assert [v for _, v in read["train/lr"]] == pytest.approx([0.05] * 20)
+
+
+def test_eval_dataset_gives_eval_loss_every_n_steps(tmp_path: Path) -> None:
+    ms.set_context(mode=ms.GRAPH_MODE)
+    monitor = TrainingMonitor(
+        logdir=tmp_path, config=QUIET, eval_dataset=make_dataset(4 * BATCH, BATCH, 7), eval_every=15
+    )
+    Model(_train_cell()).train(1, make_dataset(40 * BATCH, BATCH, 0), callbacks=[monitor])
+    evals = scalars(tmp_path)["eval/loss"]
+    assert [s for s, _ in evals] == [15, 30]
+    assert all(np.isfinite(v) and v > 0 for _, v in evals)
+
+
+def test_group_and_list_learning_rates(tmp_path: Path) -> None:
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = make_network()
+    params = net.trainable_params()
+    per_step = [0.1 * 0.9**i for i in range(12)]
+    groups = [
+        {"params": params[:2], "lr": per_step},
+        {"params": params[2:], "lr": 0.01},
+    ]
+    opt = nn.Momentum(groups, learning_rate=0.02, momentum=0.9)
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt)
+    Model(cell).train(
+        1,
+        make_dataset(12 * BATCH, BATCH, 0),
+        callbacks=[TrainingMonitor(logdir=tmp_path, config=QUIET)],
+    )
+    read = scalars(tmp_path)
+    assert [v for _, v in read["train/lr"]] == pytest.approx(per_step, rel=1e-6)
+    assert [v for _, v in read["train/lr_group1"]] == pytest.approx([0.01] * 12, rel=1e-6)
+
+
+def _context(**fields: Any) -> Any:
+    """A RunContext like Model.train builds, from MindSpore's own parameter class."""
+    from mindspore.train.callback._callback import InternalCallbackParam
+
+    params = InternalCallbackParam()
+    params.update(fields)
+    return RunContext(params)
+
+
+def test_sink_mode_on_ascend_shares_time_among_the_sink_steps(tmp_path: Path) -> None:
+    """On Ascend the callback fires once per sink and cur_step_num jumps by sink_size."""
+    opt = nn.Momentum(make_network().trainable_params(), 0.01, 0.9)
+    dataset = types.SimpleNamespace(get_batch_size=lambda: 32)
+    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
+    base = {
+        "optimizer": opt,
+        "train_network": None,
+        "train_dataset": dataset,
+        "epoch_num": 1,
+        "batch_num": 16,
+        "cur_epoch_num": 1,
+    }
+    monitor.on_train_begin(_context(cur_step_num=0, **base))
+    for sink in range(1, 5):
+        outputs = ms.Tensor(np.float32(1.0 / sink))
+        monitor.on_train_step_end(_context(cur_step_num=4 * sink, net_outputs=outputs, **base))
+    monitor.on_train_end(_context(**base))
+    read = scalars(tmp_path)
+    assert [s for s, _ in read["train/loss"]] == [4, 8, 12, 16]
+    assert [v for _, v in read["train/loss"]] == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])
+    for (_, ms_per_step), (_, sps) in zip(
+        read["perf/step_time_ms"][1:], read["perf/samples_per_s"][1:]
+    ):
+        assert sps == pytest.approx(32 * 1000 / ms_per_step, rel=1e-5)  # per step, not per sink
+
+
+def test_loss_scale_and_mindformers_outputs_are_recognised() -> None:
+    t = ms.Tensor
+    assert unpack_outputs((t(np.float32(0.5)), t(False), t(np.float32(1024.0))), "loss_scale") == {
+        "loss": 0.5,
+        "overflow": 0.0,
+        "loss_scale": 1024.0,
+    }
+    five = (
+        t(np.float32(0.5)),
+        t(True),
+        t(np.float32(512.0)),
+        t(np.float32(1e-4)),
+        t(np.float32(2.5)),
+    )
+    assert unpack_outputs(five, "mindformers") == {
+        "loss": 0.5,
+        "overflow": 1.0,
+        "loss_scale": 512.0,
+        "grad_norm": 2.5,
+    }
+    assert unpack_outputs((t(np.float32(0.25)), t(np.float32(3.0))), "loss") == {"loss": 0.25}
+
+
+def test_a_monitoring_failure_is_one_warning_not_a_crash(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken_optimizer = types.SimpleNamespace(learning_rate=object(), global_step=None)
+    dataset = types.SimpleNamespace(get_batch_size=lambda: 8)
+    base = {
+        "optimizer": broken_optimizer,
+        "train_network": None,
+        "train_dataset": dataset,
+        "epoch_num": 1,
+        "batch_num": 3,
+        "cur_epoch_num": 1,
+    }
+    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        monitor.on_train_begin(_context(cur_step_num=0, **base))
+        for step in (1, 2, 3):
+            monitor.on_train_step_end(
+                _context(cur_step_num=step, net_outputs=ms.Tensor(np.float32(step)), **base)
+            )
+        monitor.on_train_end(_context(**base))
+    warnings = [r.getMessage() for r in caplog.records if "learning rate" in r.getMessage()]
+    assert len(warnings) == 1
+    assert scalars(tmp_path)["train/loss"] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+
+
+def test_unwritable_logdir_fails_before_training(tmp_path: Path) -> None:
+    from mindwatch import LogDirError
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(LogDirError, match="file/run"):
+        TrainingMonitor(logdir=tmp_path / "file" / "run")

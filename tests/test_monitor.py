@@ -1,0 +1,178 @@
+"""Monitor: the framework-free front door for custom loops."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mindwatch
+from mindwatch.metrics.timing import StepClock
+from tests.tbread import scalars
+
+
+def test_log_step_writes_namespaced_tags_and_derived_perf(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
+        for step in range(1, 51):
+            mon.log_step(
+                step,
+                loss=1.0 / step,
+                lr=np.float32(1e-3),
+                grad_norm=np.array(0.5),
+                samples=32,
+                tokens=32 * 128,
+                accuracy=0.25,
+                **{"custom/x": step},
+            )
+        mon.log_eval(50, loss=0.75, perplexity=2.0)
+    read = scalars(tmp_path)
+    assert set(read) == {
+        "train/loss",
+        "train/lr",
+        "train/grad_norm",
+        "train/accuracy",
+        "custom/x",
+        "perf/step_time_ms",
+        "perf/samples_per_s",
+        "perf/tokens_per_s",
+        "eval/loss",
+        "eval/perplexity",
+    }
+    assert [s for s, _ in read["train/loss"]] == list(range(1, 51))
+    assert read["train/loss"][9][1] == pytest.approx(0.1)
+    assert read["eval/loss"] == [(50, 0.75)]
+    for (_, ms), (_, sps), (_, tps) in zip(
+        read["perf/step_time_ms"], read["perf/samples_per_s"], read["perf/tokens_per_s"]
+    ):
+        assert ms > 0
+        assert sps == pytest.approx(32 * 1000 / ms, rel=1e-5)
+        assert tps == pytest.approx(128 * sps, rel=1e-5)
+
+
+def test_step_clock_shares_an_interval_among_the_steps_it_covers() -> None:
+    now = [100.0]
+    clock = StepClock(clock=lambda: now[0])
+    now[0] += 0.5
+    first = clock.tick(10)
+    assert first is not None
+    assert (first.seconds, first.steps) == (0.5, 1)
+    now[0] += 2.0  # a sink of 4 steps reported at once
+    timing = clock.tick(14)
+    assert timing is not None
+    assert timing.step_time_ms == 500.0
+    assert timing.per_second(32) == 64.0
+    clock.restart()
+    now[0] += 1.0
+    again = clock.tick(15)
+    assert again is not None
+    assert again.steps == 1
+    assert clock.tick(15) is None  # no time passed, no step advanced
+
+
+def test_nonfinite_values_are_written_and_counted(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
+        mon.log_step(1, loss=math.nan, grad_norm=math.inf)
+        mon.log_step(2, loss=1.0, grad_norm=-math.inf)
+        mon.log_step(3, loss=math.nan)
+    assert mon.nonfinite == {"train/loss": 2, "train/grad_norm": 2}
+    read = scalars(tmp_path)
+    assert math.isnan(read["train/loss"][0][1])
+    assert read["train/grad_norm"] == [(1, math.inf), (2, -math.inf)]
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["nonfinite"] == {"train/loss": 2, "train/grad_norm": 2}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"loss": "0.5"}, "'loss' must be a number, got the string"),
+        ({"lr": None, "grad_norm": [1.0, 2.0]}, "'grad_norm' must be a number"),
+        ({"accuracy": {"top1": 0.5}}, "'accuracy' must be a number"),
+        ({"loss": np.ones((2, 2))}, "ndarray of shape (2, 2)"),
+    ],
+)
+def test_non_numeric_value_is_a_type_error_naming_the_key(
+    tmp_path: Path, kwargs: dict[str, object], key: str
+) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
+        with pytest.raises(TypeError) as info:
+            mon.log_step(1, **kwargs)  # type: ignore[arg-type]
+        assert key in str(info.value)
+
+
+def test_step_must_be_an_integer(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
+        mon.log_step(np.int64(3), loss=1.0)
+        with pytest.raises(TypeError, match="step must be an int"):
+            mon.log_step("4", loss=1.0)  # type: ignore[arg-type]
+
+
+def test_run_json_records_the_run(tmp_path: Path) -> None:
+    mon = mindwatch.Monitor(tmp_path / "r", {"print_every": 0, "flush_secs": 1.5})
+    running = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert running["status"] == "running"
+    assert running["pid"] == os.getpid()
+    assert running["world_size"] == 1
+    assert running["config"]["flush_secs"] == 1.5
+    assert running["config"]["logdir"] == str(tmp_path / "r")
+    assert running["versions"]["mindwatch"] == mindwatch.__version__
+    assert {"python", "numpy", "tensorboard"} <= set(running["versions"])
+    mon.log_step(7, loss=0.5)
+    mon.close()
+    done = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert done["status"] == "finished"
+    assert done["last_step"] == 7
+    assert done["points_dropped"] == 0
+    assert done["end_time"] >= done["start_time"]
+
+
+def test_progress_line_every_n_steps_with_eta(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 25}, total_steps=100) as mon:
+        for step in range(1, 101):
+            mon.log_step(step, loss=0.5, lr=0.01, samples=8)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[mindwatch]")]
+    assert [ln.split(" | ")[0] for ln in lines] == [
+        "[mindwatch] step 25/100",
+        "[mindwatch] step 50/100",
+        "[mindwatch] step 75/100",
+        "[mindwatch] step 100/100",
+    ]
+    assert "loss 0.5000" in lines[0]
+    assert "lr 1.000e-02" in lines[0]
+    assert "ETA 0:00:00" in lines[0]
+
+
+def test_progress_bar_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 10, "progress": "bar"}, total_steps=40) as mon:
+        for step in range(1, 41):
+            mon.log_step(step, loss=0.5)
+    out = capsys.readouterr().out
+    assert "40/40" in out
+    assert "loss 0.5000" in out
+
+
+def test_missing_logdir_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="needs a log folder"):
+        mindwatch.Monitor()
+
+
+def test_bad_config_key_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="flush_sec"):
+        mindwatch.Monitor(tmp_path, {"flush_sec": 1})
+
+
+def test_monitor_histogram_and_text(tmp_path: Path) -> None:
+    from tests.tbread import accumulator
+
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
+        mon.log_histogram("weights/dense", np.arange(100, dtype=np.float32), 3)
+        mon.log_text("notes", "hello", 0)
+    acc = accumulator(tmp_path)
+    assert acc.Histograms("weights/dense")[0].histogram_value.num == 100
+    assert acc.Tensors("notes")[0].tensor_proto.string_val == [b"hello"]
