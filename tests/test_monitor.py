@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import mindwatch
-from mindwatch.metrics.timing import StepClock
+from mindwatch.metrics.timing import StepClock, StepTiming
 from tests.tbread import scalars
 
 
@@ -57,19 +57,16 @@ def test_step_clock_shares_an_interval_among_the_steps_it_covers() -> None:
     now = [100.0]
     clock = StepClock(clock=lambda: now[0])
     now[0] += 0.5
-    first = clock.tick(10)
-    assert first is not None
-    assert (first.seconds, first.steps) == (0.5, 1)
+    assert clock.tick(10) == (0.5, 1)
     now[0] += 2.0  # a sink of 4 steps reported at once
-    timing = clock.tick(14)
-    assert timing is not None
+    ticked = clock.tick(14)
+    assert ticked is not None
+    timing = StepTiming(*ticked)
     assert timing.step_time_ms == 500.0
     assert timing.per_second(32) == 64.0
     clock.restart()
     now[0] += 1.0
-    again = clock.tick(15)
-    assert again is not None
-    assert again.steps == 1
+    assert clock.tick(15) == (1.0, 1)
     assert clock.tick(15) is None  # no time passed, no step advanced
 
 

@@ -75,7 +75,7 @@ def test_sigterm_loses_nothing(tmp_path: Path) -> None:
     on_disk = [step for step, _ in scalars(tmp_path)["train/loss"]]
     assert on_disk == [step for step, _ in logged]
     info = json.loads((tmp_path / "run.json").read_text())
-    assert info["status"] == "finished"
+    assert info["status"] == "terminated"
     assert info["last_step"] == logged[-1][0]
 
 

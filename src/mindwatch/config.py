@@ -39,8 +39,14 @@ class MonitorConfig(BaseModel):
     max_queue: int = Field(
         default=100_000,
         ge=1,
-        description="Items waiting for the background writer before new ones are dropped "
-        "(and counted). Bounds memory if the disk stalls; training is never blocked.",
+        description="Items that may wait for the background writer (bounds memory). When "
+        "full, the caller waits up to max_block_secs for room.",
+    )
+    max_block_secs: float = Field(
+        default=1.0,
+        ge=0,
+        description="Longest time a full queue may make the training thread wait for the "
+        "writer; after that, new points are dropped (and counted) until it catches up.",
     )
     print_every: int = Field(
         default=10,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Mapping
 from typing import Any, Optional, Union
@@ -106,6 +107,7 @@ class Monitor:
             flush_secs=cfg.flush_secs,
             max_file_size=cfg.max_file_size,
             max_queue=cfg.max_queue,
+            max_block_secs=cfg.max_block_secs,
         )
         self.logdir = self._writer.logdir
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
@@ -114,6 +116,7 @@ class Monitor:
             every=cfg.print_every, mode=cfg.progress, total=self.total_steps
         )
         self.nonfinite: dict[str, int] = {}
+        self._tags: dict[str, str] = {}
         self.last_step: Optional[int] = None
         self.steps_logged = 0
         self._closed = False
@@ -158,23 +161,36 @@ class Monitor:
         naming its key.
         """
         wall = time.time()
-        step = _step(step)
+        if type(step) is not int:
+            step = _step(step)
         values: list[tuple[str, float]] = []
+        append = values.append
         if loss is not None:
-            values.append((_LOSS, _number("loss", loss)))
+            append((_LOSS, loss if type(loss) is float else _number("loss", loss)))
         if lr is not None:
-            values.append((_LR, _number("lr", lr)))
+            append((_LR, lr if type(lr) is float else _number("lr", lr)))
         if grad_norm is not None:
-            values.append((_GRAD_NORM, _number("grad_norm", grad_norm)))
-        for key, value in scalars.items():
-            values.append((tag_for(key), _number(key, value)))
+            append(
+                (
+                    _GRAD_NORM,
+                    grad_norm if type(grad_norm) is float else _number("grad_norm", grad_norm),
+                )
+            )
+        if scalars:
+            tags = self._tags
+            for key, value in scalars.items():
+                tag = tags.get(key)
+                if tag is None:
+                    tag = tags[key] = tag_for(key)
+                append((tag, value if type(value) is float else _number(key, value)))
         timing = self._clock.tick(step)
         if timing is not None:
-            values.append((_STEP_TIME, timing.step_time_ms))
+            seconds, steps = timing
+            append((_STEP_TIME, seconds * 1000.0 / steps))
             if samples is not None:
-                values.append((_SAMPLES, timing.per_second(_number("samples", samples))))
+                append((_SAMPLES, _number("samples", samples) * steps / seconds))
             if tokens is not None:
-                values.append((_TOKENS, timing.per_second(_number("tokens", tokens))))
+                append((_TOKENS, _number("tokens", tokens) * steps / seconds))
         for tag, value in values:
             if value - value != 0.0:  # NaN or +-Inf, without a function call per value
                 self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
@@ -239,22 +255,26 @@ class Monitor:
         """Block until everything logged so far is handed to the OS."""
         return self._writer.flush(timeout)
 
-    def close(self) -> None:
-        """Write everything, close the files and mark the run finished. Idempotent."""
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Write everything, close the files and mark the run finished. Idempotent.
+
+        ``run.json`` then says ``finished``, or ``terminated`` when SIGTERM closed it.
+        """
         if self._closed:
             return
         self._closed = True
         lifecycle.unregister(self)
         self._progress.close()
-        self._writer.close()
+        self._writer.close(timeout)
         stats = self._writer.stats
         self._run.finish(
+            status="terminated" if lifecycle.signal_received else "finished",
             last_step=self.last_step,
             steps_logged=self.steps_logged,
             nonfinite=dict(self.nonfinite),
             points_dropped=stats.points_dropped,
             write_errors=stats.write_errors,
-            event_files=[f.rsplit("/", 1)[-1] for f in stats.files],
+            event_files=[os.path.basename(f) for f in stats.files],
         )
         if self.nonfinite:
             log.warning(

@@ -1,10 +1,10 @@
 """``run.json``: what a run folder holds, written so it is always complete on disk.
 
 Written when the monitor starts (``status: running``) and rewritten at ``close()``
-(``status: finished``), each time atomically (temporary file + rename), so a crash
-never leaves half a file. A run whose ``status`` is still ``running`` while its ``pid``
-is gone has crashed. Failing to write it is a warning, never an error: it must not
-take training down.
+(``status: finished``, or ``terminated`` after SIGTERM), each time atomically
+(temporary file + rename), so a crash never leaves half a file. A run whose
+``status`` is still ``running`` while its ``pid`` is gone has crashed. Failing to write
+it is a warning, never an error: it must not take training down.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ class RunInfo:
     def update(self, **fields: Any) -> None:
         self.data.update(fields)
 
-    def finish(self, **fields: Any) -> None:
-        self.data.update(fields, status="finished", end_time=_now())
+    def finish(self, status: str = "finished", **fields: Any) -> None:
+        self.data.update(fields, status=status, end_time=_now())
         self.write()
 
     def write(self) -> None:

@@ -7,6 +7,7 @@ import math
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -167,20 +168,56 @@ def test_data_reaches_the_os_within_flush_secs(tmp_path: Path) -> None:
     writer.close()
 
 
-def test_full_queue_drops_new_points_counts_them_and_warns_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_full_queue_makes_the_caller_wait_for_room_not_drop(tmp_path: Path) -> None:
+    # A burst far faster than the worker: back-pressure, every point kept.
+    with EventFileWriter(tmp_path, max_queue=100) as writer:
+        for step in range(20_000):
+            writer.add_scalar("x", float(step), step)
+    assert writer.stats.points_dropped == 0
+    assert [s for s, _ in scalars(tmp_path)["x"]] == list(range(20_000))
+
+
+def test_a_stalled_disk_costs_one_bounded_wait_then_drops_and_counts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writer = EventFileWriter(tmp_path, flush_secs=3600, max_queue=10)
+    import threading
+
+    writer = EventFileWriter(tmp_path, max_queue=10, max_block_secs=0.2)
+    disk = threading.Event()  # a hung network file system: writes block until set
+    real_write = writer._write_records
+
+    in_write = threading.Event()
+
+    def hung_write(records: Any) -> None:
+        in_write.set()
+        disk.wait(60)
+        real_write(records)
+
+    monkeypatch.setattr(writer, "_write_records", hung_write)
+    writer.add_scalars(0, [("x", 1.0), ("y", 2.0)])
+    writer._wake.set()
+    assert in_write.wait(30)  # the worker is now stuck in a write
+    waits = []
+    real_wait = writer._room.wait
+    monkeypatch.setattr(writer._room, "wait", lambda t=None: waits.append(t) or real_wait(t))
     with caplog.at_level(logging.WARNING, logger="mindwatch"):
-        for step in range(100):
+        for step in range(1, 100):
             writer.add_scalars(step, [("x", 1.0), ("y", 2.0)])
+        assert writer._stalled
+        assert len(waits) == 1  # one bounded wait, then immediate drops
+        disk.set()
         writer.close()
-    assert writer.stats.points_dropped == 180
-    assert [s for s, _ in scalars(tmp_path)["x"]] == list(range(10))
-    drops = [r for r in caplog.records if "dropping new points" in r.getMessage()]
+    stats = writer.stats
+    written = len(scalars(tmp_path).get("x", []))
+    assert stats.points_dropped > 0
+    assert written * 2 + stats.points_dropped == 200
+    drops = [r.getMessage() for r in caplog.records if "dropping new points" in r.getMessage()]
     assert len(drops) == 1
-    assert "max_queue" in drops[0].getMessage()
-    assert any("180 points were not written" in r.getMessage() for r in caplog.records)
+    assert "max_queue, max_block_secs" in drops[0]
+    assert any(
+        f"{stats.points_dropped} points were not written" in m
+        for m in (r.getMessage() for r in caplog.records)
+    )
 
 
 def test_writing_after_close_is_counted_not_raised(tmp_path: Path) -> None:

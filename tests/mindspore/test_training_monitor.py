@@ -7,12 +7,12 @@ import types
 from pathlib import Path
 from typing import Any
 
+import mindspore as ms
 import numpy as np
 import pytest
+from mindspore import nn
 from mindspore.train import Model, RunContext
 
-import mindspore as ms
-from mindspore import nn
 from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
 from mindwatch.mindspore.callback import unpack_outputs
 from mindwatch.mindspore.demo import WarmupCosineLR, make_dataset, make_network, warmup_cosine

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "encode_file_version",
+    "encode_scalar",
     "encode_scalars",
     "encode_session_start",
     "encode_summary_values",
@@ -61,8 +62,21 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+_pack_head_1 = struct.Struct("<BdBB").pack  # wall_time + a one-byte step varint
+_pack_head_2 = struct.Struct("<BdBBB").pack  # wall_time + a two-byte step varint
+
+
 def _head(wall_time: float, step: int) -> bytes:
-    head = _WALL_TIME + _pack_d(wall_time) if wall_time else b""
+    # Fast paths for the usual case (a wall time and a step below 16,384) save the
+    # generic varint loop: this runs once per event.
+    if wall_time:
+        if 0 < step < 0x80:
+            return _pack_head_1(0x09, wall_time, 0x10, step)
+        if 0x80 <= step < 0x4000:
+            return _pack_head_2(0x09, wall_time, 0x10, (step & 0x7F) | 0x80, step >> 7)
+        head = _WALL_TIME + _pack_d(wall_time)
+    else:
+        head = b""
     if step:
         head += _STEP + varint(step)
     return head
@@ -104,7 +118,30 @@ def encode_summary_values(wall_time: float, step: int, values: Iterable[bytes]) 
 
 def encode_scalars(wall_time: float, step: int, scalars: Iterable[tuple[str, float]]) -> bytes:
     """Return one ``Event`` holding every ``(tag, value)`` pair as ``simple_value``."""
-    return encode_summary_values(wall_time, step, [scalar_value(t, v) for t, v in scalars])
+    summary = b"".join([scalar_value(tag, value) for tag, value in scalars])
+    return _head(wall_time, step) + _SUMMARY + varint(len(summary)) + summary
+
+
+_event_prefix_cache: dict[str, bytes] = {}
+
+
+def encode_scalar(wall_time: float, step: int, tag: str, value: float) -> bytes:
+    """Return an ``Event`` holding one scalar: the per-point hot path of the writer.
+
+    Everything after the step that depends only on the tag (summary and value headers,
+    the tag itself) is cached, so encoding is two struct packs and a concatenation.
+    """
+    prefix = _event_prefix_cache.get(tag)
+    if prefix is None:
+        value_bytes = scalar_value(tag, 0.0)[:-4]
+        prefix = _SUMMARY + varint(len(value_bytes) + 4) + value_bytes
+        if len(_event_prefix_cache) < 100_000:
+            _event_prefix_cache[tag] = prefix
+    try:
+        packed = _pack_f(value)
+    except OverflowError:
+        packed = _float32(value)
+    return _head(wall_time, step) + prefix + packed
 
 
 def encode_file_version(wall_time: float, version: str = "brain.Event:2") -> bytes:

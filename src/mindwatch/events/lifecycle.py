@@ -28,10 +28,18 @@ _SignalHandler = Union[Callable[[int, Optional[FrameType]], Any], int, signal.Ha
 
 
 class Closeable(Protocol):
-    def close(self) -> None: ...
+    def close(self, timeout: Optional[float] = None) -> None: ...
 
 
-_lock = threading.Lock()
+# How long exit and SIGTERM wait for each object: a hung network file system must not
+# keep a terminated job alive forever.
+EXIT_TIMEOUT_SECS = 30.0
+
+# The signal that made us close everything, if any (run.json then says "terminated").
+signal_received: Optional[int] = None
+
+# Reentrant: SIGTERM can arrive while the main thread is inside register().
+_lock = threading.RLock()
 # Insertion-ordered weak registry: closing in reverse order closes a Monitor before the
 # writers it owns, so its final records still reach their files.
 _objects: dict[int, weakref.ReferenceType[Closeable]] = {}
@@ -55,7 +63,7 @@ def unregister(obj: Closeable) -> None:
         _objects.pop(id(obj), None)
 
 
-def close_all() -> None:
+def close_all(timeout: Optional[float] = EXIT_TIMEOUT_SECS) -> None:
     """Close every registered object, newest first; errors are logged, never raised."""
     with _lock:
         refs = list(_objects.values())
@@ -65,7 +73,7 @@ def close_all() -> None:
         if obj is None:
             continue
         try:
-            obj.close()
+            obj.close(timeout=timeout)
         except Exception:  # a failing close must not stop the others
             log.exception("mindwatch: closing %r at exit failed", obj)
 
@@ -85,6 +93,8 @@ def _install_sigterm() -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    global signal_received
+    signal_received = signum
     close_all()
     previous = _previous_sigterm
     if callable(previous):

@@ -14,10 +14,14 @@ Guarantees:
 * **Barriers.** :meth:`flush` returns when everything logged before the call is in the
   OS; :meth:`close` also ``fsync``\\ s and closes the file. Both also run at interpreter
   exit and on SIGTERM (see :mod:`mindwatch.events.lifecycle`).
-* **Bounded memory, explicit drop policy.** When ``max_queue`` items are waiting (the
-  disk has stalled), new items are dropped, never the ones already queued, and never
-  by blocking the caller. Drops are counted (:attr:`stats`) and reported once as a
-  warning when they start and again at ``close()``.
+* **Bounded memory, bounded waiting, explicit drop policy.** At most ``max_queue``
+  items wait for the worker. When the queue is full (a burst faster than the worker
+  can encode, or a stalled disk), the caller waits for room, but never longer than
+  ``max_block_secs`` in total: if that wait times out, the writer is marked stalled,
+  and new items are dropped at once, without waiting, until the worker has caught up.
+  So a stalled disk costs training one bounded wait, not one per step. Dropped points
+  are counted (:attr:`stats`) and reported as a warning when dropping starts and again
+  at ``close()``; items already queued are never dropped.
 * **Failures degrade, never crash.** A write error (disk full, file too large, a
   vanished network mount) is logged once with the file and the reason; the records of
   that batch are counted as dropped; the damaged file is closed (readers treat its
@@ -51,6 +55,7 @@ import numpy as np
 from mindwatch.events import lifecycle
 from mindwatch.events.encoding import (
     encode_file_version,
+    encode_scalar,
     encode_scalars,
     encode_session_start,
     encode_summary_values,
@@ -70,6 +75,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_FLUSH_SECS = 2.0
 DEFAULT_MAX_QUEUE = 100_000
+DEFAULT_MAX_BLOCK_SECS = 1.0
 # Wake the worker early once this many items wait, so a burst is encoded while the
 # caller goes on instead of piling up for a whole flush interval.
 _HIGH_WATER = 4096
@@ -124,7 +130,9 @@ class EventFileWriter:
         flush_secs: longest time between logging a value and handing it to the OS.
         max_file_size: start a new file once the current one reaches this many bytes
             (``None``: never rotate).
-        max_queue: items waiting for the worker before new ones are dropped.
+        max_queue: items waiting for the worker; when full, the caller waits for room.
+        max_block_secs: longest such wait; after it, new items are dropped (and counted)
+            until the worker catches up.
         filename_suffix: appended to every file name.
         purge_step: when resuming at this step, hide points at ``>= purge_step`` that
             earlier files of this run folder hold (TensorBoard's ``SessionLog.START``).
@@ -137,6 +145,7 @@ class EventFileWriter:
         flush_secs: float = DEFAULT_FLUSH_SECS,
         max_file_size: Optional[int] = None,
         max_queue: int = DEFAULT_MAX_QUEUE,
+        max_block_secs: float = DEFAULT_MAX_BLOCK_SECS,
         filename_suffix: str = "",
         purge_step: Optional[int] = None,
     ) -> None:
@@ -150,6 +159,13 @@ class EventFileWriter:
         self.flush_secs = float(flush_secs)
         self.max_file_size = max_file_size
         self.max_queue = int(max_queue)
+        self.max_block_secs = max(float(max_block_secs), 0.0)
+        # The worker signals room once the queue is below this (hysteresis, so a
+        # blocked caller is woken once per batch of work, not once per item).
+        self._room_at = max(self.max_queue - max(self.max_queue // 8, 1), 0)
+        self._room = threading.Event()
+        self._blocked = False
+        self._stalled = False
         self._suffix = filename_suffix
         self._queue: deque[_Item] = deque()
         self._wake = threading.Event()
@@ -187,12 +203,31 @@ class EventFileWriter:
     def _enqueue(self, item: _Item, points: int) -> None:
         queue = self._queue
         n = len(queue)
-        if n >= self.max_queue or self._closed:
+        if n >= self.max_queue and not self._wait_for_room():
+            self._drop(points)
+            return
+        if self._closed:
             self._drop(points)
             return
         queue.append(item)
         if n >= _HIGH_WATER and not self._wake.is_set():
             self._wake.set()
+
+    def _wait_for_room(self) -> bool:
+        """Wait (bounded) until the queue has room; False if it has none."""
+        if self._stalled or self._closed or not self._thread.is_alive():
+            return False
+        deadline = time.monotonic() + self.max_block_secs
+        while len(self._queue) >= self.max_queue:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._stalled = True  # drop without waiting until the worker catches up
+                return False
+            self._room.clear()
+            self._blocked = True
+            self._wake.set()
+            self._room.wait(remaining)
+        return True
 
     def add_scalars(
         self,
@@ -251,15 +286,30 @@ class EventFileWriter:
         return done.wait(timeout)
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Write everything, fsync and close the file. Idempotent; safe from any thread."""
+        """Write everything, fsync and close the file. Idempotent; safe from any thread.
+
+        A barrier: returns when everything logged is on disk, or after ``timeout``
+        seconds (``None``: no limit) with a warning saying the rest may be lost. Exit and
+        SIGTERM use a limit (:data:`~mindwatch.events.lifecycle.EXIT_TIMEOUT_SECS`) so a
+        hung network file system cannot keep a finished job alive.
+        """
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True  # new items are dropped (and counted) from here on
             self._stop = True
             self._wake.set()
+            self._room.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning(
+                    "mindwatch: the writer for %s did not finish within %s s (is the disk "
+                    "hung?); %d queued items may not reach it",
+                    self.logdir,
+                    timeout,
+                    len(self._queue),
+                )
         lifecycle.unregister(self)
         if self._dropped:
             log.warning(
@@ -296,7 +346,10 @@ class EventFileWriter:
             reason = (
                 "the writer is closed"
                 if self._closed
-                else (f"{self.max_queue} items are waiting for the disk (max_queue)")
+                else (
+                    f"{self.max_queue} items have waited for the disk for more than "
+                    f"{self.max_block_secs:g} s (max_queue, max_block_secs)"
+                )
             )
             log.warning(
                 "mindwatch: dropping new points for %s because %s; training continues. "
@@ -333,19 +386,31 @@ class EventFileWriter:
                     payload.set()
                     continue
                 try:
-                    record = frame(self._encode(kind, wall, step, payload))
+                    if kind == _SCALARS and len(payload) == 1:  # the per-point fast path
+                        tag, value = payload[0]
+                        record = frame(encode_scalar(wall, step, tag, value))
+                        points += 1
+                    else:
+                        record = frame(self._encode(kind, wall, step, payload))
+                        points += len(payload) if kind in (_SCALARS, _VALUES) else 1
                 except Exception as exc:  # a bad item must not stop the others
                     self._errors += 1
                     log.warning("mindwatch: could not encode an event at step %s: %r", step, exc)
                     continue
                 pending.append(record)
                 pending_bytes += len(record)
-                points += len(payload) if kind in (_SCALARS, _VALUES) else 1
             if pending_bytes >= _WRITE_BATCH_BYTES:
                 self._commit(pending, points)
                 pending, pending_bytes, points = [], 0, 0
+            if self._blocked and len(queue) < self._room_at:
+                self._blocked = False
+                self._room.set()
             time.sleep(0)  # let the training thread run between chunks
         self._commit(pending, points)
+        self._stalled = False  # caught up: callers may wait for room again
+        if self._blocked:
+            self._blocked = False
+            self._room.set()
 
     @staticmethod
     def _encode(kind: int, wall: float, step: int, payload: Any) -> bytes:

@@ -47,8 +47,10 @@ class StepClock:
         self._last_time = self._clock()
         self._last_step = None
 
-    def tick(self, step: int) -> Optional[StepTiming]:
-        """Record that ``step`` ended now; None if no time passed or the step went back."""
+    def tick(self, step: int) -> Optional[tuple[float, int]]:
+        """Record that ``step`` ended now: ``(seconds, steps)`` since the previous tick, or
+        None if no time passed or the step went back. (A plain tuple: this runs every
+        step; wrap it in :class:`StepTiming` for the derived values.)"""
         now = self._clock()
         last_step = self._last_step
         steps = step - last_step if last_step is not None else 1
@@ -57,4 +59,4 @@ class StepClock:
         self._last_step = step
         if steps <= 0 or seconds <= 0:
             return None
-        return StepTiming(seconds, steps)
+        return seconds, steps

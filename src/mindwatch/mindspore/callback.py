@@ -38,9 +38,9 @@ from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 import numpy as np
+from mindspore import nn
 from mindspore.train import Callback
 
-from mindspore import nn
 from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import PathLike
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
@@ -109,7 +109,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         config: a :class:`~mindwatch.MonitorConfig` or a dict of its fields.
         logdir: run folder (overrides ``config.logdir``). Created now; an unwritable
             folder raises :class:`~mindwatch.LogDirError` here, before training.
-        monitor: an existing :class:`~mindwatch.Monitor` to drive instead.
+        monitor: an existing :class:`~mindwatch.Monitor` to drive instead (it is flushed,
+            not closed, when training ends; without it, the callback's own monitor is
+            closed then).
         eval_dataset: a dataset whose mean loss is written as ``eval/loss`` every
             ``eval_every`` steps (computed with the train cell's loss network).
         eval_every: steps between such evaluations (needs ``eval_dataset``).
@@ -134,6 +136,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if eval_every is not None and eval_every < 1:
             raise ValueError(f"eval_every must be >= 1 step, got {eval_every!r}")
         self.config = MonitorConfig.from_any(config)
+        self._owns_monitor = monitor is None
         self.monitor = monitor if monitor is not None else Monitor(logdir, self.config)
         self.eval_dataset = eval_dataset
         self.eval_every = eval_every
@@ -205,7 +208,12 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self.monitor.restart_clock()  # evaluation time is not a training step
 
     def on_train_end(self, run_context: Any) -> None:
-        self.monitor.close()
+        # Our own monitor is closed (files complete, run.json finished); one the caller
+        # passed in stays open for them to keep logging to, and is only flushed.
+        if self._owns_monitor:
+            self.monitor.close()
+        else:
+            self.monitor.flush()
 
     # --------------------------------------------------------------- helpers
 

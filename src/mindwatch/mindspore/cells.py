@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from mindspore.common import dtype as mstype
-
 import mindspore as ms
 from mindspore import Tensor, nn, ops
+from mindspore.common import dtype as mstype
 
 __all__ = ["TrainOneStepWithGradNormCell"]
 

@@ -78,10 +78,9 @@ def warmup_cosine(step: np.ndarray, base_lr: float, warmup: int, total: int) -> 
 
 
 def _schedule_class() -> Any:
-    from mindspore.nn.learning_rate_schedule import LearningRateSchedule
-
     import mindspore as ms
     from mindspore import ops
+    from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
     class WarmupCosine(LearningRateSchedule):  # type: ignore[misc]
         """Linear warmup to ``base_lr`` over ``warmup`` steps, then cosine decay to 0."""
@@ -119,9 +118,9 @@ def run_demo(
 ) -> Path:
     """Train, monitor, print a summary and the TensorBoard command; return the run folder."""
     ms = _mindspore()
+    from mindspore import nn
     from mindspore.train import Model
 
-    from mindspore import nn
     from mindwatch.mindspore.callback import TrainingMonitor
     from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 

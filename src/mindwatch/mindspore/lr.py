@@ -23,9 +23,8 @@ import logging
 from typing import Any, Optional
 
 import numpy as np
-from mindspore.nn.learning_rate_schedule import LearningRateSchedule
-
 from mindspore import Parameter, Tensor
+from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
 __all__ = ["LearningRateReader", "find_optimizer"]
 
@@ -63,28 +62,29 @@ class LearningRateReader:
 
     def read(self) -> list[float]:
         """The lr of each parameter group (one value without groups)."""
-        step = self.step()
         learning_rate = self.optimizer.learning_rate
         if not getattr(self.optimizer, "is_group_lr", False):
-            return [self._value(learning_rate, step)]
+            return [self._value(learning_rate)]
         values: list[float] = []
         seen: set[int] = set()
         for entry in learning_rate:  # one entry per parameter; groups share the object
             if id(entry) not in seen:
                 seen.add(id(entry))
-                values.append(self._value(entry, step))
+                values.append(self._value(entry))
         return values
 
-    def _value(self, lr: Any, step: int) -> float:
+    def _value(self, lr: Any) -> float:
+        # The step (a device read) is only fetched for lrs that depend on it.
         if isinstance(lr, Parameter):
             return _scalar(lr)
         if isinstance(lr, LearningRateSchedule):
-            return self._schedule(lr, step)
+            return self._schedule(lr, self.step())
         inner = getattr(lr, "learning_rate", None)
         if isinstance(inner, Parameter) and len(inner.shape) == 1:  # _IteratorLearningRate
             table = self._lists.get(id(lr))
             if table is None:
                 table = self._lists[id(lr)] = inner.asnumpy().astype(np.float32).copy()
+            step = self.step()
             return float(table[step]) if step < table.shape[0] else float(table[-1])
         if isinstance(inner, Parameter):  # _ConvertToCell: a fixed lr inside a group
             return _scalar(inner)

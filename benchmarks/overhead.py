@@ -1,0 +1,265 @@
+"""Step-time overhead of monitoring a real MindSpore training run (CPU, GRAPH mode).
+
+For each model size, the same compiled network is trained with:
+
+* no callbacks (bare);
+* MindSpore's ``LossMonitor()`` (prints the loss every step; stdout goes to /dev/null,
+  as to a log file);
+* mindwatch's ``TrainingMonitor()`` with its defaults (loss, lr, epoch, step time,
+  throughput every step; a progress line every 10 steps);
+* a naive callback that writes loss, lr and throughput with tensorboardX's
+  ``SummaryWriter`` every step (what MindFormers' ``MFLossMonitor`` does);
+* and, for information, ``TrainOneStepWithGradNormCell`` + ``TrainingMonitor`` (a
+  different graph: the in-graph gradient norm costs graph time, not callback time).
+
+Two measurements, because this shared 2-core machine drifts by +-15 % between runs of
+the very same configuration:
+
+* **in-callback time**: CPU time spent inside the callbacks per step (measured around
+  them, after waiting for the step's outputs, so the step's own device time is not
+  charged to the first callback that reads the loss), as a share of the bare step:
+  precise, but it misses the writer's background thread;
+* **end to end**: the interval between consecutive steps, including data loading, the
+  step, the callbacks and any background thread. Configurations alternate in short
+  rounds and each is compared with the bare run of the same round; the median of these
+  paired ratios cancels the slow drift, and the spread (25th-75th percentile) is shown.
+
+    python benchmarks/overhead.py [--rounds 12] [--steps 60] [--sizes small,medium,large]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+os.environ.setdefault("GLOG_v", "3")
+
+import mindspore as ms
+import numpy as np
+from mindspore import nn
+from mindspore.train import Callback, LossMonitor, Model
+
+from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
+
+FEATURES, CLASSES = 64, 10
+SIZES = {  # name: (hidden width, batch size)
+    "small": (128, 32),
+    "medium": (768, 64),
+    "large": (1536, 128),
+}
+
+
+class StepTimer(Callback):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def on_train_step_begin(self, run_context: Any) -> None:
+        self.times.append(_now())
+
+    def intervals(self) -> list[float]:
+        return [b - a for a, b in zip(self.times, self.times[1:])]
+
+
+def _now() -> float:
+    import time
+
+    return time.perf_counter()
+
+
+class NaiveTensorBoardX(Callback):  # type: ignore[misc]
+    """Writes scalars with tensorboardX every step, on the training thread's terms."""
+
+    def __init__(self, logdir: str, batch_size: int) -> None:
+        super().__init__()
+        from tensorboardX import SummaryWriter
+
+        self.writer = SummaryWriter(logdir)
+        self.batch_size = batch_size
+        self.last = _now()
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        cb = run_context.original_args()
+        step = cb.cur_step_num
+        now = _now()
+        self.writer.add_scalar("loss", float(cb.net_outputs.asnumpy()), step)
+        self.writer.add_scalar("learning-rate", float(cb.optimizer.learning_rate.asnumpy()), step)
+        self.writer.add_scalar("throughput", self.batch_size / (now - self.last), step)
+        self.last = now
+
+    def on_train_end(self, run_context: Any) -> None:
+        self.writer.close()
+
+
+def dataset(steps: int, batch: int) -> Any:
+    import mindspore.dataset as ds
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(batch * 8, FEATURES)).astype(np.float32)
+    y = rng.integers(0, CLASSES, size=(batch * 8,)).astype(np.int32)
+
+    class Source:
+        def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+            j = i % len(x)
+            return x[j], y[j : j + 1].reshape(())
+
+        def __len__(self) -> int:
+            return steps * batch
+
+    return ds.GeneratorDataset(Source(), ["x", "y"], shuffle=False).batch(
+        batch, drop_remainder=True
+    )
+
+
+def network(hidden: int) -> Any:
+    return nn.SequentialCell(
+        nn.Dense(FEATURES, hidden),
+        nn.ReLU(),
+        nn.Dense(hidden, hidden),
+        nn.ReLU(),
+        nn.Dense(hidden, CLASSES),
+    )
+
+
+@contextlib.contextmanager
+def quiet_stdout() -> Iterator[None]:
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        yield
+
+
+def make_model(hidden: int, grad_norm: bool) -> Model:
+    net = network(hidden)
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.Momentum(net.trainable_params(), 0.01, 0.9)
+    if grad_norm:
+        return Model(TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt))
+    return Model(net, loss, opt)
+
+
+class Timed(Callback):  # type: ignore[misc]
+    """Runs the wrapped callbacks and adds up the time spent in their step hooks."""
+
+    def __init__(self, callbacks: list[Any]) -> None:
+        super().__init__()
+        self.callbacks = callbacks
+        self.seconds = 0.0
+        self.steps = 0
+
+    def _each(self, hook: str, run_context: Any) -> None:
+        for cb in self.callbacks:
+            getattr(cb, hook)(run_context)
+
+    def on_train_begin(self, run_context: Any) -> None:
+        self._each("on_train_begin", run_context)
+
+    def on_train_epoch_begin(self, run_context: Any) -> None:
+        self._each("on_train_epoch_begin", run_context)
+
+    def on_train_step_begin(self, run_context: Any) -> None:
+        t0 = _now()
+        self._each("on_train_step_begin", run_context)
+        self.seconds += _now() - t0
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        # Wait for the step to finish first (untimed, in every configuration, bare
+        # included): otherwise the first callback that reads the loss would be charged
+        # with the device time of the step itself.
+        outputs = run_context.original_args().net_outputs
+        (outputs[0] if isinstance(outputs, (tuple, list)) else outputs).asnumpy()
+        t0 = _now()
+        self._each("on_train_step_end", run_context)
+        self.seconds += _now() - t0
+        self.steps += 1
+
+    def on_train_epoch_end(self, run_context: Any) -> None:
+        self._each("on_train_epoch_end", run_context)
+
+    def on_train_end(self, run_context: Any) -> None:
+        self._each("on_train_end", run_context)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return float(np.quantile(np.asarray(values), q))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=60, help="steps per round")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--sizes", default=",".join(SIZES))
+    args = parser.parse_args()
+    ms.set_device("CPU")
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_seed(0)
+
+    tmp = tempfile.TemporaryDirectory()
+    root = Path(tmp.name)
+    counter = iter(range(10**6))
+
+    def folder() -> str:
+        return str(root / f"run{next(counter)}")
+
+    bare_name = "bare (no callbacks)"
+    configs: dict[str, tuple[bool, Callable[[int], list[Any]]]] = {
+        bare_name: (False, lambda b: []),
+        "MindSpore LossMonitor()": (False, lambda b: [LossMonitor()]),
+        "mindwatch TrainingMonitor()": (False, lambda b: [TrainingMonitor(logdir=folder())]),
+        "naive tensorboardX callback": (False, lambda b: [NaiveTensorBoardX(folder(), b)]),
+        "GradNorm cell + TrainingMonitor()": (True, lambda b: [TrainingMonitor(logdir=folder())]),
+    }
+    print(
+        f"{args.rounds} rounds x {args.steps} steps per configuration, configurations "
+        "alternating; GRAPH mode, CPU\n"
+    )
+    for size in args.sizes.split(","):
+        hidden, batch = SIZES[size]
+        plain, with_norm = make_model(hidden, False), make_model(hidden, True)
+        models = {name: with_norm if gn else plain for name, (gn, _) in configs.items()}
+        with quiet_stdout():  # compile both graphs before timing
+            plain.train(1, dataset(20, batch))
+            with_norm.train(1, dataset(20, batch))
+        ratios: dict[str, list[float]] = {name: [] for name in configs}
+        medians: dict[str, list[float]] = {name: [] for name in configs}
+        inside: dict[str, list[float]] = {name: [] for name in configs}
+        names = list(configs)
+        for r in range(args.rounds):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            this_round: dict[str, float] = {}
+            for name in order:
+                timer, timed = StepTimer(), Timed(configs[name][1](batch))
+                with quiet_stdout():
+                    models[name].train(1, dataset(args.steps, batch), callbacks=[timer, timed])
+                this_round[name] = statistics.median(timer.intervals()[5:])
+                inside[name].append(timed.seconds / max(timed.steps, 1))
+            for name in names:
+                medians[name].append(this_round[name])
+                ratios[name].append(this_round[name] / this_round[bare_name])
+        bare = statistics.median(medians[bare_name])
+        print(
+            f"model {size}: 64-{hidden}-{hidden}-10 MLP, batch {batch}; "
+            f"bare step {bare * 1e3:.2f} ms"
+        )
+        print(
+            f"  {'configuration':36} {'in-callback':>11} {'% of bare':>9}  "
+            f"{'end-to-end vs bare (median, p25-p75)':>37}"
+        )
+        for name in names:
+            cb_us = statistics.median(inside[name]) * 1e6
+            ratio = ratios[name]
+            spread = f"{_quantile(ratio, 0.25):.3f}-{_quantile(ratio, 0.75):.3f}"
+            print(
+                f"  {name:36} {cb_us:8.1f} us {100 * cb_us / (bare * 1e6):8.2f}%  "
+                f"{statistics.median(ratio):>22.3f} ({spread})"
+            )
+        print()
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

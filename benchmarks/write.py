@@ -1,0 +1,234 @@
+"""Write throughput and caller-thread cost: mindwatch vs torch's and tensorboardX's SummaryWriter.
+
+Workload (as in the design notes' perf anchors): 200,000 scalar points, 10 tags x 20,000
+steps, every step writing all 10 tags. Each writer gets a fresh folder; the writers run
+round-robin within each repeat so they share the machine's noise; medians are printed,
+and ratios are taken per repeat, then the median.
+
+* caller: time in the logging loop on the calling thread (what training feels);
+* drain:  close(), i.e. waiting for the background work to reach the disk;
+* total:  caller + drain -> points/s end to end.
+
+A second table paces the loop like training (10 scalars, then 2 ms of GIL-free
+"compute") and reports the per-scalar latency seen by the caller.
+
+Every file is read back with TensorBoard's EventAccumulator and checked for exact steps
+and values before any number is printed.
+
+    python benchmarks/write.py [--repeats 3] [--steps 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import mindwatch
+from mindwatch.events import EventFileWriter
+
+TAGS = [f"bench/tag{i}" for i in range(10)]
+Loop = Callable[[Path, int], tuple[float, float]]
+
+
+def values(steps: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return rng.random((steps, len(TAGS))).astype(np.float32).astype(np.float64)
+
+
+def run_mindwatch_add_scalar(folder: Path, data: np.ndarray) -> tuple[float, float]:
+    rows = data.tolist()
+    writer = EventFileWriter(folder)
+    add = writer.add_scalar
+    t0 = time.perf_counter()
+    for step, row in enumerate(rows):
+        for tag, value in zip(TAGS, row):
+            add(tag, value, step)
+    t1 = time.perf_counter()
+    writer.close()
+    return t1 - t0, time.perf_counter() - t1
+
+
+def run_mindwatch_add_scalars(folder: Path, data: np.ndarray) -> tuple[float, float]:
+    rows = data.tolist()
+    writer = EventFileWriter(folder)
+    t0 = time.perf_counter()
+    for step, row in enumerate(rows):
+        writer.add_scalars(step, list(zip(TAGS, row)))
+    t1 = time.perf_counter()
+    writer.close()
+    return t1 - t0, time.perf_counter() - t1
+
+
+def run_monitor_log_step(folder: Path, data: np.ndarray) -> tuple[float, float]:
+    """Monitor.log_step with 10 user scalars (it also derives perf/step_time_ms)."""
+    kwargs = [dict(zip(TAGS, row)) for row in data.tolist()]  # built outside the timing
+    mon = mindwatch.Monitor(folder, {"print_every": 0})
+    log_step = mon.log_step
+    t0 = time.perf_counter()
+    for step, row in enumerate(kwargs):
+        log_step(step, **row)
+    t1 = time.perf_counter()
+    mon.close()
+    return t1 - t0, time.perf_counter() - t1
+
+
+def _summary_writer(module: str) -> Any:
+    try:
+        if module == "torch":
+            from torch.utils.tensorboard import SummaryWriter
+        else:
+            from tensorboardX import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter
+
+
+def run_peer(module: str) -> Callable[[Path, np.ndarray], tuple[float, float]]:
+    def run(folder: Path, data: np.ndarray) -> tuple[float, float]:
+        rows = data.tolist()
+        writer = _summary_writer(module)(str(folder))
+        add = writer.add_scalar
+        t0 = time.perf_counter()
+        for step, row in enumerate(rows):
+            for tag, value in zip(TAGS, row):
+                add(tag, value, step)
+        t1 = time.perf_counter()
+        writer.close()
+        return t1 - t0, time.perf_counter() - t1
+
+    return run
+
+
+def verify(folder: Path, data: np.ndarray) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    for i, tag in enumerate(TAGS):
+        events = acc.Scalars(tag)
+        steps = [e.step for e in events]
+        got = np.array([e.value for e in events], dtype=np.float32)
+        if steps != list(range(len(data))) or not np.array_equal(
+            got, data[:, i].astype(np.float32)
+        ):
+            raise SystemExit(f"{folder.name}: {tag} read back wrong")
+
+
+def paced(writer_kind: str, folder: Path, steps: int = 1000) -> float:
+    """Median per-scalar caller latency (us) with 2 ms of sleep between steps."""
+    row = [0.5] * len(TAGS)
+    kwargs = dict(zip(TAGS, row))
+    samples = []
+    if writer_kind == "monitor":
+        mon = mindwatch.Monitor(folder, {"print_every": 0})
+        for step in range(steps):
+            t0 = time.perf_counter_ns()
+            mon.log_step(step, **kwargs)
+            samples.append((time.perf_counter_ns() - t0) / len(TAGS))
+            time.sleep(0.002)
+        mon.close()
+    elif writer_kind == "writer":
+        writer = EventFileWriter(folder)
+        for step in range(steps):
+            t0 = time.perf_counter_ns()
+            for tag, value in zip(TAGS, row):
+                writer.add_scalar(tag, value, step)
+            samples.append((time.perf_counter_ns() - t0) / len(TAGS))
+            time.sleep(0.002)
+        writer.close()
+    else:
+        cls = _summary_writer(writer_kind)
+        writer = cls(str(folder))
+        for step in range(steps):
+            t0 = time.perf_counter_ns()
+            for tag, value in zip(TAGS, row):
+                writer.add_scalar(tag, value, step)
+            samples.append((time.perf_counter_ns() - t0) / len(TAGS))
+            time.sleep(0.002)
+        writer.close()
+    return statistics.median(samples) / 1000.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20_000)
+    args = parser.parse_args()
+    data = values(args.steps)
+    points = data.size
+    contenders: dict[str, Callable[[Path, np.ndarray], tuple[float, float]]] = {
+        "mindwatch EventFileWriter.add_scalar": run_mindwatch_add_scalar,
+        "mindwatch EventFileWriter.add_scalars (10/step)": run_mindwatch_add_scalars,
+        "mindwatch Monitor.log_step (10 scalars/step)": run_monitor_log_step,
+    }
+    peers = {
+        "torch": "torch SummaryWriter.add_scalar",
+        "tensorboardX": "tensorboardX SummaryWriter.add_scalar",
+    }
+    for module, label in peers.items():
+        if _summary_writer(module) is None:
+            print(f"({label}: not installed, skipped; `make bench` installs it)")
+        else:
+            contenders[label] = run_peer(module)
+    baseline = peers["torch"] if peers["torch"] in contenders else None
+
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.repeats):
+            for i, (name, run) in enumerate(contenders.items()):
+                folder = Path(tmp) / f"r{rep}_{i}"
+                results[name].append(run(folder, data))
+                if rep == 0:
+                    verify(folder, data)
+        print(
+            f"\n{points:,} scalar points ({len(TAGS)} tags x {args.steps:,} steps), "
+            f"median of {args.repeats}; every file verified with EventAccumulator\n"
+        )
+        header = (
+            f"{'writer':50} {'caller us/pt':>12} {'drain s':>8} {'total s':>8} {'points/s':>11}"
+        )
+        if baseline:
+            header += f" {'total / torch':>13} {'caller / torch':>14}"
+        print(header)
+        for name, runs in results.items():
+            caller = statistics.median(c for c, _ in runs)
+            drain = statistics.median(d for _, d in runs)
+            total = statistics.median(c + d for c, d in runs)
+            line = (
+                f"{name:50} {caller / points * 1e6:12.3f} {drain:8.3f} {total:8.3f} "
+                f"{points / total:11,.0f}"
+            )
+            if baseline:
+                base = results[baseline]
+                t_ratio = statistics.median(
+                    (c + d) / (bc + bd) for (c, d), (bc, bd) in zip(runs, base)
+                )
+                c_ratio = statistics.median(c / bc for (c, _), (bc, _) in zip(runs, base))
+                line += f" {t_ratio:13.3f} {c_ratio:14.4f}"
+            print(line)
+
+        print("\nPaced like training: 10 scalars, then 2 ms of compute (sleep), 1,000 steps")
+        print(f"{'writer':50} {'caller p50 us/scalar':>21}")
+        kinds = {
+            "mindwatch EventFileWriter.add_scalar": "writer",
+            "mindwatch Monitor.log_step (10 scalars)": "monitor",
+        }
+        kinds.update({peers[m]: m for m in peers if _summary_writer(m) is not None})
+        for label, kind in kinds.items():
+            p50 = statistics.median(
+                paced(kind, Path(tmp) / f"paced_{kind}_{r}") for r in range(args.repeats)
+            )
+            print(f"{label:50} {p50:21.3f}")
+    print(f"\npython {sys.version.split()[0]}, crc32c backend: {mindwatch.events.crc.BACKEND}")
+
+
+if __name__ == "__main__":
+    main()
