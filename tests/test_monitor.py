@@ -64,10 +64,13 @@ def test_step_clock_shares_an_interval_among_the_steps_it_covers() -> None:
     timing = StepTiming(*ticked)
     assert timing.step_time_ms == 500.0
     assert timing.per_second(32) == 64.0
-    clock.restart()
+    clock.restart()  # e.g. an evaluation: its time is not counted, the steps still are
     now[0] += 1.0
-    assert clock.tick(15) == (1.0, 1)
-    assert clock.tick(15) is None  # no time passed, no step advanced
+    assert clock.tick(18) == (1.0, 4)
+    assert clock.tick(18) is None  # no time passed, no step advanced
+    clock.rebase(100)
+    now[0] += 1.0
+    assert clock.tick(102) == (1.0, 2)
 
 
 def test_nonfinite_values_are_written_and_counted(tmp_path: Path) -> None:
@@ -101,11 +104,14 @@ def test_non_numeric_value_is_a_type_error_naming_the_key(
         assert key in str(info.value)
 
 
-def test_step_must_be_an_integer(tmp_path: Path) -> None:
+def test_step_must_be_an_int64(tmp_path: Path) -> None:
     with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
-        mon.log_step(np.int64(3), loss=1.0)
+        mon.log_step(np.int64(3), loss=np.array([1.5]))  # numpy 2 refuses float() on it
         with pytest.raises(TypeError, match="step must be an int"):
             mon.log_step("4", loss=1.0)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="64 bits"):
+            mon.log_step(2**64, loss=1.0)
+    assert scalars(tmp_path)["train/loss"] == [(3, 1.5)]
 
 
 def test_run_json_records_the_run(tmp_path: Path) -> None:

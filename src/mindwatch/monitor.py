@@ -39,8 +39,12 @@ _STEP_TIME, _SAMPLES, _TOKENS = TAGS["step_time_ms"], TAGS["samples_per_s"], TAG
 def _number(key: str, value: Any) -> float:
     """``float(value)``, or a TypeError that names the key.
 
-    Accepts Python and numpy numbers and 0-d / one-element framework tensors (anything
-    with ``__float__``); rejects strings, which ``float()`` would silently parse.
+    Accepts Python and numpy numbers and one-element arrays / framework tensors (via
+    ``item()``); rejects strings, which ``float()`` would silently parse.
+
+    A value that is not a number raises instead of being skipped with a warning: it is
+    a programming error, visible on the very first step, and a curve that silently
+    never appears is worse.
     """
     if type(value) is float:
         return value
@@ -52,23 +56,36 @@ def _number(key: str, value: Any) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
-        shape = getattr(value, "shape", None)
-        what = f"{type(value).__name__} of shape {tuple(shape)}" if shape else type(value).__name__
-        raise TypeError(
-            f"mindwatch: '{key}' must be a number (int, float, or a one-element "
-            f"numpy array / tensor), got {what}: {value!r:.60}"
-        ) from None
+        pass
+    if getattr(value, "size", None) == 1 and hasattr(value, "item"):
+        try:
+            return float(value.item())  # numpy 2 refuses float() on shape (1,) arrays
+        except (TypeError, ValueError):
+            pass
+    shape = getattr(value, "shape", None)
+    what = f"{type(value).__name__} of shape {tuple(shape)}" if shape else type(value).__name__
+    raise TypeError(
+        f"mindwatch: '{key}' must be a number (int, float, or a one-element "
+        f"numpy array / tensor), got {what}: {value!r:.60}"
+    ) from None
+
+
+_INT64 = 1 << 63
 
 
 def _step(step: Any) -> int:
     try:
-        return int(step.__index__())
+        value = int(step.__index__())
     except AttributeError:
         if isinstance(step, float) and step.is_integer():
-            return int(step)
-        raise TypeError(
-            f"mindwatch: step must be an int, got {type(step).__name__}: {step!r}"
-        ) from None
+            value = int(step)
+        else:
+            raise TypeError(
+                f"mindwatch: step must be an int, got {type(step).__name__}: {step!r}"
+            ) from None
+    if not -_INT64 <= value < _INT64:
+        raise TypeError(f"mindwatch: step must fit in 64 bits (TensorBoard's int64), got {value}")
+    return value
 
 
 class Monitor:
@@ -161,7 +178,7 @@ class Monitor:
         naming its key.
         """
         wall = time.time()
-        if type(step) is not int:
+        if type(step) is not int or not -_INT64 <= step < _INT64:
             step = _step(step)
         values: list[tuple[str, float]] = []
         append = values.append
@@ -234,8 +251,20 @@ class Monitor:
         )
 
     def restart_clock(self) -> None:
-        """Do not count the time since the last step as training (e.g. after evaluation)."""
+        """Do not count the time since the last step as training (e.g. after evaluation).
+
+        The next step's interval is measured from now; its step count still runs from
+        the last step logged, so a sink of several steps keeps its honest per-step time.
+        """
         self._clock.restart()
+
+    def rebase_clock(self, step: int) -> None:
+        """Count the next interval's steps from ``step`` (the step before the next one).
+
+        For callers that learn the first step number only at the first step, such as a
+        resumed ``Model.train(initial_epoch=E)``.
+        """
+        self._clock.rebase(step)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -261,6 +290,9 @@ class Monitor:
         ``run.json`` then says ``finished``, or ``terminated`` when SIGTERM closed it.
         """
         if self._closed:
+            # Closing already (e.g. SIGTERM during the program's own close()): wait for
+            # the files like the first caller does, then leave run.json to it.
+            self._writer.close(timeout)
             return
         self._closed = True
         lifecycle.unregister(self)

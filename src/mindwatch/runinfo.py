@@ -10,6 +10,7 @@ it is a warning, never an error: it must not take training down.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ __all__ = ["RunInfo", "package_versions"]
 log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
+_tmp_counter = itertools.count()
 _PACKAGES = ("mindwatch", "mindspore", "mindformers", "tensorboard", "numpy", "protobuf")
 
 
@@ -85,7 +87,9 @@ class RunInfo:
         self.write()
 
     def write(self) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # A unique temporary name per write: a signal handler may write while the main
+        # thread is half-way through its own write.
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
         try:
             with open(tmp, "w", encoding="utf-8") as handle:
                 json.dump(self.data, handle, indent=2, ensure_ascii=False, default=str)

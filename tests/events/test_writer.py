@@ -16,6 +16,7 @@ from mindwatch.events import EventFileWriter, LogDirError
 from mindwatch.events.crc import _crc32c_py, crc32c, masked_crc32c
 from mindwatch.events.encoding import (
     encode_file_version,
+    encode_scalar,
     encode_scalars,
     encode_session_start,
 )
@@ -40,6 +41,20 @@ def test_scalar_encoding_is_byte_identical_to_protobuf(step: int) -> None:
         ).SerializeToString()
         got = encode_scalars(123.5, step, [("train/loss", value), ("层/范数 x", 2.0)])
         assert got == expected
+
+
+@pytest.mark.parametrize("step", [0, 1, 127, 128, 16383, 16384, 2**40, 2**63 - 1, -3])
+@pytest.mark.parametrize("wall", [0.0, 1795988117.25])
+def test_single_scalar_fast_path_is_byte_identical(step: int, wall: float) -> None:
+    for value in SPECIAL[:-1]:  # NaN has many bit patterns; covered by the round trip
+        expected = event_pb2.Event(
+            wall_time=wall,
+            step=step,
+            summary=summary_pb2.Summary(
+                value=[summary_pb2.Summary.Value(tag="train/loss", simple_value=value)]
+            ),
+        ).SerializeToString()
+        assert encode_scalar(wall, step, "train/loss", value) == expected
 
 
 def test_values_beyond_float32_become_inf_like_protobuf() -> None:
@@ -123,12 +138,12 @@ def test_histograms_text_and_hparams_load_in_tensorboard(tmp_path: Path) -> None
 
 
 def test_rotation_keeps_every_point_in_order(tmp_path: Path) -> None:
-    with EventFileWriter(tmp_path, max_file_size=4096) as writer:
+    with EventFileWriter(tmp_path, max_file_size=4096, max_block_secs=600) as writer:
         for step in range(2000):
             writer.add_scalars(step, [("a", float(step)), ("b", -float(step))])
     files = sorted(tmp_path.glob("events.out.tfevents.*"))
     assert len(files) > 5
-    assert [str(f) for f in files] == sorted(writer.stats.files)
+    assert [str(f) for f in files] == list(writer.stats.files)  # name order = writing order
     assert all(f.stat().st_size < 4096 + 200 for f in files)
     read = scalars(tmp_path)
     assert read["a"] == [(s, float(s)) for s in range(2000)]
@@ -170,7 +185,7 @@ def test_data_reaches_the_os_within_flush_secs(tmp_path: Path) -> None:
 
 def test_a_full_queue_makes_the_caller_wait_for_room_not_drop(tmp_path: Path) -> None:
     # A burst far faster than the worker: back-pressure, every point kept.
-    with EventFileWriter(tmp_path, max_queue=100) as writer:
+    with EventFileWriter(tmp_path, max_queue=100, max_block_secs=600) as writer:
         for step in range(20_000):
             writer.add_scalar("x", float(step), step)
     assert writer.stats.points_dropped == 0
@@ -262,3 +277,16 @@ def test_read_only_filesystem_is_reported_before_writing() -> None:
     # /proc refuses new files even for root, unlike permission bits.
     with pytest.raises(LogDirError, match="/proc/mindwatch-test"):
         EventFileWriter("/proc/mindwatch-test")
+
+
+def test_an_item_that_cannot_be_encoded_is_one_warning_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="mindwatch"), EventFileWriter(tmp_path) as writer:
+        for step in range(5):
+            writer.add_histogram("bad", ["a", "b"], step)  # not numbers
+            writer.add_scalar("good", 1.0, step)
+    warnings = [r for r in caplog.records if "could not encode" in r.getMessage()]
+    assert len(warnings) == 1
+    assert writer.stats.points_dropped == 5
+    assert len(scalars(tmp_path)["good"]) == 5

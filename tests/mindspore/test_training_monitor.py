@@ -97,16 +97,15 @@ def _batch() -> tuple[np.ndarray, np.ndarray]:
 def test_initial_epoch_continues_the_step_axis(tmp_path: Path, recorder: Recorder) -> None:
     ms.set_context(mode=ms.GRAPH_MODE)
     cell = _train_cell()
+    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
     Model(cell).train(
-        3,
-        make_dataset(10 * BATCH, BATCH, 0),
-        callbacks=[TrainingMonitor(logdir=tmp_path, config=QUIET), recorder],
-        initial_epoch=1,
+        3, make_dataset(10 * BATCH, BATCH, 0), callbacks=[monitor, recorder], initial_epoch=1
     )
     assert recorder.steps[:2] == [1, 2]  # MindSpore itself restarts at 0 ...
     read = scalars(tmp_path)
     assert [s for s, _ in read["train/loss"]] == list(range(11, 31))  # ... mindwatch continues
     assert {v for _, v in read["train/epoch"]} == {2.0, 3.0}
+    assert monitor.monitor.total_steps == 30
 
 
 def test_fit_validation_results_are_eval_scalars(tmp_path: Path) -> None:
@@ -159,7 +158,8 @@ def test_group_and_list_learning_rates(tmp_path: Path) -> None:
     )
     read = scalars(tmp_path)
     assert [v for _, v in read["train/lr"]] == pytest.approx(per_step, rel=1e-6)
-    assert [v for _, v in read["train/lr_group1"]] == pytest.approx([0.01] * 12, rel=1e-6)
+    assert [v for _, v in read["train/lr/learning_rate_group_0"]] == pytest.approx(per_step)
+    assert [v for _, v in read["train/lr/learning_rate_group_1"]] == pytest.approx([0.01] * 12)
 
 
 def _context(**fields: Any) -> Any:
@@ -188,14 +188,57 @@ def test_sink_mode_on_ascend_shares_time_among_the_sink_steps(tmp_path: Path) ->
     for sink in range(1, 5):
         outputs = ms.Tensor(np.float32(1.0 / sink))
         monitor.on_train_step_end(_context(cur_step_num=4 * sink, net_outputs=outputs, **base))
+        if sink == 2:  # an evaluation between sinks: its time is not a step, its steps are
+            monitor.on_eval_end(_context(eval_results={"eval_loss": np.float32(0.5)}, **base))
     monitor.on_train_end(_context(**base))
     read = scalars(tmp_path)
     assert [s for s, _ in read["train/loss"]] == [4, 8, 12, 16]
     assert [v for _, v in read["train/loss"]] == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])
-    for (_, ms_per_step), (_, sps) in zip(
-        read["perf/step_time_ms"][1:], read["perf/samples_per_s"][1:]
-    ):
-        assert sps == pytest.approx(32 * 1000 / ms_per_step, rel=1e-5)  # per step, not per sink
+    assert read["eval/loss"] == [(8, 0.5)]
+    # Every point, the first and the one after the evaluation included, is per step:
+    # samples/s = batch * 1000 / (ms per step), with 4 steps sharing each interval.
+    for (_, ms_per_step), (_, sps) in zip(read["perf/step_time_ms"], read["perf/samples_per_s"]):
+        assert sps == pytest.approx(32 * 1000 / ms_per_step, rel=1e-5)
+    assert monitor.monitor._clock._last_step == 16
+
+
+def test_model_eval_with_the_callback_writes_eval_metrics(tmp_path: Path) -> None:
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = make_network()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    model = Model(net, loss, nn.Momentum(net.trainable_params(), 0.05, 0.9), metrics={"acc"})
+    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
+    model.train(1, make_dataset(5 * BATCH, BATCH, 0), callbacks=[monitor])
+    model.eval(make_dataset(2 * BATCH, BATCH, 1), callbacks=[monitor])  # after training
+    monitor.monitor.close()
+    read = scalars(tmp_path)
+    assert [s for s, _ in read["eval/acc"]] == [5]
+    assert [s for s, _ in read["train/loss"]] == [1, 2, 3, 4, 5]
+
+
+def test_lr_reader_reads_lists_and_groups_without_graph_launches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mindwatch.mindspore.lr import LearningRateReader
+
+    def no_launch(*args: Any) -> float:
+        raise AssertionError("a graph launch per step")
+
+    monkeypatch.setattr(LearningRateReader, "_call", staticmethod(no_launch))
+    params = make_network().trainable_params()
+    listed = nn.Momentum(params, learning_rate=[0.3, 0.2, 0.1], momentum=0.9)
+    grouped = nn.Momentum(
+        [{"params": params[:2], "lr": [0.5, 0.4]}, {"params": params[2:], "lr": 0.01}],
+        learning_rate=0.02,
+        momentum=0.9,
+    )
+    listed.global_step.set_data(ms.Tensor(np.array([2], np.int32)))  # step 1 ran last
+    assert LearningRateReader(listed).read() == [("learning_rate", pytest.approx(0.2))]
+    grouped.global_step.set_data(ms.Tensor(np.array([5], np.int32)))  # past the list's end
+    assert LearningRateReader(grouped).read() == [
+        ("learning_rate_group_0", pytest.approx(0.4)),
+        ("learning_rate_group_1", pytest.approx(0.01)),
+    ]
 
 
 def test_loss_scale_and_mindformers_outputs_are_recognised() -> None:
@@ -253,3 +296,19 @@ def test_unwritable_logdir_fails_before_training(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(LogDirError, match="file/run"):
         TrainingMonitor(logdir=tmp_path / "file" / "run")
+
+
+def test_ranks_other_than_0_write_their_own_sub_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv("RANK_ID", "1")
+    monkeypatch.setenv("RANK_SIZE", "2")
+    monitor = TrainingMonitor(logdir=tmp_path, config={"print_every": 10})
+    assert monitor.logdir == tmp_path / "rank_1"
+    assert monitor.monitor.config.print_every == 0  # only rank 0 prints progress
+    monitor.monitor.close()
+    info = json.loads((tmp_path / "rank_1" / "run.json").read_text())
+    assert (info["rank"], info["world_size"]) == (1, 2)
+    assert not (tmp_path / "run.json").exists()

@@ -171,7 +171,7 @@ class EventFileWriter:
         self._wake = threading.Event()
         self._stop = False
         self._closed = False
-        self._close_lock = threading.Lock()
+        self._close_lock = threading.RLock()  # close() may re-enter from a signal handler
         self._dropped = 0
         self._drop_warned = False
         self._records = 0
@@ -277,12 +277,18 @@ class EventFileWriter:
         self._enqueue((_EVENT, 0.0, 0, encode_session_start(wall_time or time.time(), step)), 0)
 
     def flush(self, timeout: Optional[float] = None) -> bool:
-        """Block until everything logged so far is in the OS. Returns False on timeout."""
+        """Block until everything logged so far is in the OS. Returns False on timeout.
+
+        Write errors do not make it fail: they are warned about and counted in
+        :attr:`stats` (``points_dropped``, ``write_errors``).
+        """
         if self._closed or not self._thread.is_alive():
             return True
         done = threading.Event()
         self._queue.append((_BARRIER, 0.0, 0, done))
         self._wake.set()
+        if not self._thread.is_alive():  # it finished its last pass meanwhile
+            done.set()
         return done.wait(timeout)
 
     def close(self, timeout: Optional[float] = None) -> None:
@@ -294,12 +300,13 @@ class EventFileWriter:
         hung network file system cannot keep a finished job alive.
         """
         with self._close_lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True  # new items are dropped (and counted) from here on
             self._stop = True
             self._wake.set()
             self._room.set()
+        # Every caller waits, not only the first: a SIGTERM handler closing the writer
+        # while the program's own close() runs must not return before the data is out.
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -310,6 +317,8 @@ class EventFileWriter:
                     timeout,
                     len(self._queue),
                 )
+        if not first:
+            return
         lifecycle.unregister(self)
         if self._dropped:
             log.warning(
@@ -394,8 +403,7 @@ class EventFileWriter:
                         record = frame(self._encode(kind, wall, step, payload))
                         points += len(payload) if kind in (_SCALARS, _VALUES) else 1
                 except Exception as exc:  # a bad item must not stop the others
-                    self._errors += 1
-                    log.warning("mindwatch: could not encode an event at step %s: %r", step, exc)
+                    self._on_bad_item(kind, step, payload, exc)
                     continue
                 pending.append(record)
                 pending_bytes += len(record)
@@ -411,6 +419,19 @@ class EventFileWriter:
         if self._blocked:
             self._blocked = False
             self._room.set()
+
+    def _on_bad_item(self, kind: int, step: int, payload: Any, exc: Exception) -> None:
+        self._errors += 1
+        self._dropped += len(payload) if kind in (_SCALARS, _VALUES) else 1
+        key = f"{type(exc).__name__}"
+        if key not in self._warned_errors:  # once per kind of error, not once per item
+            self._warned_errors.add(key)
+            log.warning(
+                "mindwatch: could not encode an event at step %s, so it is dropped: %r "
+                "(further such errors are counted, not shown)",
+                step,
+                exc,
+            )
 
     @staticmethod
     def _encode(kind: int, wall: float, step: int, payload: Any) -> bytes:
@@ -464,18 +485,19 @@ class EventFileWriter:
 
     def _write_records(self, records: Iterable[bytes]) -> None:
         """Write ``records`` (rotating as needed) and hand them to the OS."""
+        handle = self._current()  # first: reopening after an error resets the size
         batch: list[bytes] = []
         size = self._file_bytes
         limit = self.max_file_size
         for record in records:
             if limit is not None and size >= limit and size > self._header_bytes:
-                self._current().write(b"".join(batch))
+                handle.write(b"".join(batch))
                 batch = []
                 self._rotate()
+                handle = self._current()
                 size = self._file_bytes
             batch.append(record)
             size += len(record)
-        handle = self._current()
         handle.write(b"".join(batch))
         handle.flush()
         self._file_bytes = size
@@ -529,8 +551,11 @@ class EventFileWriter:
     def _finish(self) -> None:
         self._drain()  # anything a caller appended while close() was starting
         self._close_file()
-        # Release anyone still waiting on a barrier queued after close().
+        # Release anyone still waiting on a barrier queued after close(), and count
+        # what arrived too late to be written.
         while self._queue:
             kind, _, _, payload = self._queue.popleft()
             if kind == _BARRIER:
                 payload.set()
+            else:
+                self._dropped += len(payload) if kind in (_SCALARS, _VALUES) else 1

@@ -32,9 +32,11 @@ class StepTiming(NamedTuple):
 class StepClock:
     """Measure the interval between consecutive steps.
 
-    The first tick measures from construction or from the last :meth:`restart`; call
-    ``restart()`` after time that is not a training step (evaluation), or right before
-    the first step.
+    The first tick measures from construction or from the last :meth:`restart` and
+    counts as one step unless :meth:`rebase` said where counting starts. Call
+    ``restart()`` after time that is not a training step (evaluation) or right before
+    the first step: the steps since the last tick still count, so a sink reported after
+    an evaluation is still shared among all of its steps.
     """
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
@@ -43,9 +45,12 @@ class StepClock:
         self._last_step: Optional[int] = None
 
     def restart(self) -> None:
-        """The next tick measures from now and counts as a single step."""
+        """The next tick measures time from now; steps still count from the last tick."""
         self._last_time = self._clock()
-        self._last_step = None
+
+    def rebase(self, step: Optional[int]) -> None:
+        """The next tick counts its steps from ``step`` (None: the next tick is one step)."""
+        self._last_step = step
 
     def tick(self, step: int) -> Optional[tuple[float, int]]:
         """Record that ``step`` ended now: ``(seconds, steps)`` since the previous tick, or

@@ -14,8 +14,10 @@ Monitor does the rest off the training thread. What it reads each step:
   MindFormers' ``(loss, overflow, loss_scale, lr, global_norm)`` are recognised by the
   train cell's type.
 * **learning rate** of the update that just ran, from the optimizer (fixed, schedule,
-  per-step list, or per group: ``train/lr`` is the first group, ``train/lr_group<i>``
-  the others when they differ); see :mod:`mindwatch.mindspore.lr`.
+  per-step list, or per group: ``train/lr`` is the first parameter's lr, and when
+  groups differ every group gets ``train/lr/<name>``, e.g.
+  ``train/lr/learning_rate_group_1`` for the user's group 1); see
+  :mod:`mindwatch.mindspore.lr`.
 * **step** ``cb_params.cur_step_num``, which already continues from
   ``cb_params.initial_step`` when MindSpore resumes with one. ``Model.train(...,
   initial_epoch=E)`` however restarts ``cur_step_num`` at 0 (MindSpore 2.10); mindwatch
@@ -34,6 +36,7 @@ logged once as a warning and that reading is skipped.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -42,6 +45,7 @@ from mindspore import nn
 from mindspore.train import Callback
 
 from mindwatch.config import MonitorConfig
+from mindwatch.events.lifecycle import EXIT_TIMEOUT_SECS
 from mindwatch.events.writer import PathLike
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
@@ -95,11 +99,27 @@ def unpack_outputs(outputs: Any, layout: str) -> dict[str, float]:
 
 def _skipped_epoch_steps(cb: Any) -> int:
     """Steps of the epochs ``initial_epoch`` skipped, when ``cur_step_num`` ignores them."""
-    epoch = int(getattr(cb, "cur_epoch_num", 1) or 1)
-    batches = int(getattr(cb, "batch_num", 0) or 0)
-    step = int(getattr(cb, "cur_step_num", 0) or 0)
+    epoch = int(cb.get("cur_epoch_num") or 1)
+    batches = int(cb.get("batch_num") or 0)
+    step = int(cb.get("cur_step_num") or 0)
     skipped = (epoch - 1) * batches
     return skipped if skipped and step <= batches else 0
+
+
+def rank_and_world_size() -> tuple[int, int]:
+    """This process's rank and the job's size: MindSpore's communication module once
+    ``init()`` ran, else ``RANK_ID`` / ``RANK_SIZE`` (what ``msrun`` exports), else 0 / 1."""
+    try:
+        from mindspore.communication import GlobalComm, get_group_size, get_rank
+
+        if GlobalComm.INITED:
+            return int(get_rank()), int(get_group_size())
+    except Exception:  # an older or unusual build: fall back to the environment
+        pass
+    try:
+        return int(os.environ.get("RANK_ID", "0")), int(os.environ.get("RANK_SIZE", "1"))
+    except ValueError:
+        return 0, 1
 
 
 class TrainingMonitor(Callback):  # type: ignore[misc]
@@ -111,14 +131,18 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             folder raises :class:`~mindwatch.LogDirError` here, before training.
         monitor: an existing :class:`~mindwatch.Monitor` to drive instead (it is flushed,
             not closed, when training ends; without it, the callback's own monitor is
-            closed then).
+            closed then, waiting at most 30 s for a hung file system).
         eval_dataset: a dataset whose mean loss is written as ``eval/loss`` every
             ``eval_every`` steps (computed with the train cell's loss network).
         eval_every: steps between such evaluations (needs ``eval_dataset``).
 
-    ``Model.fit(..., valid_dataset=...)`` results (and ``Model.eval`` with this
-    callback) are written as ``eval/<metric>`` at the last training step, with
-    MindSpore's ``eval_loss`` as ``eval/loss``.
+    ``Model.fit(..., valid_dataset=...)`` results, and ``Model.eval(..., callbacks=
+    [monitor])`` results, are written as ``eval/<metric>`` at the last training step,
+    with MindSpore's ``eval_loss`` as ``eval/loss``.
+
+    Under data parallelism (until cross-rank reduction lands) rank 0 writes the run
+    folder and every other rank writes its own values to ``<logdir>/rank_<r>/``, so
+    ranks never interleave in one file; only rank 0 prints progress.
     """
 
     def __init__(
@@ -137,83 +161,125 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             raise ValueError(f"eval_every must be >= 1 step, got {eval_every!r}")
         self.config = MonitorConfig.from_any(config)
         self._owns_monitor = monitor is None
-        self.monitor = monitor if monitor is not None else Monitor(logdir, self.config)
+        self.rank, self.world_size = rank_and_world_size()
+        self._base_logdir = logdir if logdir is not None else self.config.logdir
+        self.monitor = monitor if monitor is not None else self._new_monitor()
         self.eval_dataset = eval_dataset
         self.eval_every = eval_every
         self._lr: Optional[LearningRateReader] = None
         self._layout = "loss"
         self._samples: Optional[int] = None
         self._loss_net: Any = None
-        self._next_eval = eval_every or 0
+        self._next_eval = 0
+        self._epochs_total = 0
+        self._start_step = 0
         self._step_offset: Optional[int] = None
         self._warned: set[str] = set()
+
+    def _new_monitor(self) -> Monitor:
+        config, logdir = self.config, self._base_logdir
+        if self.rank != 0:
+            if logdir is not None:
+                logdir = os.path.join(os.fspath(logdir), f"rank_{self.rank}")
+            config = config.model_copy(update={"print_every": 0})
+        return Monitor(logdir, config, world_size=self.world_size, rank=self.rank)
 
     @property
     def logdir(self) -> Any:
         return self.monitor.logdir
 
+    def _live_monitor(self) -> Monitor:
+        if self.monitor.closed and self._owns_monitor:  # used again after training ended
+            last_step = self.monitor.last_step
+            self.monitor = self._new_monitor()
+            self.monitor.last_step = last_step  # e.g. Model.eval results belong there
+        return self.monitor
+
     # --------------------------------------------------------------- train hooks
 
     def on_train_begin(self, run_context: Any) -> None:
-        cb = run_context.original_args()
-        if self.monitor.closed:  # a second Model.train with the same callback
-            self.monitor = Monitor(self.monitor.logdir, self.config)
+        self._guarded("train begin", lambda: self._train_begin(run_context.original_args()))
+
+    def _train_begin(self, cb: Any) -> None:
+        monitor = self._live_monitor()
         optimizer = find_optimizer(cb)
         self._lr = LearningRateReader(optimizer) if optimizer is not None else None
-        self._layout = output_layout(getattr(cb, "train_network", None))
-        self._samples = self._guarded("batch size", lambda: cb.train_dataset.get_batch_size())  # noqa: PLW0108
-        self._loss_net = getattr(getattr(cb, "train_network", None), "network", None)
-        start = int(getattr(cb, "cur_step_num", 0) or 0)
-        if self.monitor.total_steps is None:
-            epochs = int(getattr(cb, "epoch_num", 0) or 0)
-            batches = int(getattr(cb, "batch_num", 0) or 0)
-            if epochs and batches:
-                self.monitor.set_total_steps(start + epochs * batches)
+        self._layout = output_layout(cb.get("train_network"))
+        self._samples = self._guarded(
+            "batch size", lambda: cb.get("train_dataset").get_batch_size()
+        )
+        self._loss_net = getattr(cb.get("train_network"), "network", None)
+        self._start_step = int(cb.get("cur_step_num") or 0)
+        self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
+        self._step_offset = None  # known at the first step (initial_epoch)
+        monitor.restart_clock()
+
+    def _first_step(self, cb: Any) -> None:
+        """What can only be known once ``cur_epoch_num`` is set: the resume offset."""
+        offset = self._step_offset = _skipped_epoch_steps(cb)
+        base = self._start_step + offset  # the step before the first one of this run
+        self.monitor.rebase_clock(base)
+        if self.monitor.total_steps is None and self._epochs_total:
+            self.monitor.set_total_steps(base + self._epochs_total)
         if self.eval_every:
-            self._next_eval = (start // self.eval_every + 1) * self.eval_every
-        self._step_offset = None
-        self.monitor.restart_clock()
+            self._next_eval = (base // self.eval_every + 1) * self.eval_every
 
     def on_train_step_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
-        if self._step_offset is None:
-            self._step_offset = _skipped_epoch_steps(cb)
-        step = int(cb.cur_step_num) + self._step_offset
-        values = self._guarded("loss", lambda: unpack_outputs(cb.net_outputs, self._layout)) or {}
-        lrs = self._guarded("learning rate", self._lr.read) if self._lr is not None else None
-        if lrs:
-            values["lr"] = lrs[0]
-            if len(set(lrs)) > 1:
-                values.update({f"lr_group{i}": lr for i, lr in enumerate(lrs[1:], 1)})
-        self.monitor.log_step(
-            step, samples=self._samples, epoch=float(getattr(cb, "cur_epoch_num", 0)), **values
-        )
+        try:
+            if self._step_offset is None:
+                self._first_step(cb)
+            step = int(cb.cur_step_num) + (self._step_offset or 0)
+        except Exception as exc:  # monitoring must never take training down
+            self._warn_once("step", f"could not read the step number: {exc!r}")
+            return
+        values = self._guarded("loss", lambda: unpack_outputs(cb.get("net_outputs"), self._layout))
+        values = values or {}
+        if self._lr is not None:
+            lrs = self._guarded("learning rate", self._lr.read)
+            if lrs:
+                values["lr"] = lrs[0][1]
+                if len({lr for _, lr in lrs}) > 1:
+                    values.update({f"train/lr/{name}": lr for name, lr in lrs})
+        epoch = cb.get("cur_epoch_num")
+        if epoch:
+            values["epoch"] = float(epoch)
+        self.monitor.log_step(step, samples=self._samples, **values)
         if self.eval_every and step >= self._next_eval:
             self._next_eval = (step // self.eval_every + 1) * self.eval_every
             self._evaluate(step)
 
     def on_eval_end(self, run_context: Any) -> None:
-        cb = run_context.original_args()
-        results = getattr(cb, "eval_results", None) or getattr(cb, "metrics", None) or {}
+        self._guarded("evaluation results", lambda: self._eval_end(run_context.original_args()))
+
+    def _eval_end(self, cb: Any) -> None:
+        results = cb.get("eval_results") or cb.get("metrics") or {}
         metrics: dict[str, float] = {}
         for key, value in results.items():
             try:
                 metrics["loss" if key == "eval_loss" else key] = _float(value)
             except (TypeError, ValueError, IndexError):
                 self._warn_once(
-                    f"eval:{key}", f"eval metric {key!r} is not a number: {value!r:.60}"
+                    f"eval:{key}", f"eval metric {key!r} is not a number: {value!r:.50}"
                 )
+        monitor = self._live_monitor()
         if metrics:
-            self.monitor.log_eval(self.monitor.last_step or 0, **metrics)
-        self.monitor.restart_clock()  # evaluation time is not a training step
+            monitor.log_eval(monitor.last_step or 0, **metrics)
+        if self._owns_monitor and not self._in_training(cb):
+            monitor.flush()  # a standalone Model.eval: its results are on disk now
+        monitor.restart_clock()  # evaluation time is not a training step
+
+    @staticmethod
+    def _in_training(cb: Any) -> bool:
+        return cb.get("train_network") is not None and cb.get("train_dataset") is not None
 
     def on_train_end(self, run_context: Any) -> None:
         # Our own monitor is closed (files complete, run.json finished); one the caller
         # passed in stays open for them to keep logging to, and is only flushed.
         if self._owns_monitor:
-            self.monitor.close()
+            self.monitor.close(timeout=EXIT_TIMEOUT_SECS)
         else:
-            self.monitor.flush()
+            self.monitor.flush(timeout=EXIT_TIMEOUT_SECS)
 
     # --------------------------------------------------------------- helpers
 
