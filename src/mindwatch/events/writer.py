@@ -160,6 +160,8 @@ class EventFileWriter:
         self.max_file_size = max_file_size
         self.max_queue = int(max_queue)
         self.max_block_secs = max(float(max_block_secs), 0.0)
+        # Below this queue length an add is a bare append: no wake-up, no room check.
+        self._fast_limit = min(_HIGH_WATER, self.max_queue)
         # The worker signals room once the queue is below this (hysteresis, so a
         # blocked caller is woken once per batch of work, not once per item).
         self._room_at = max(self.max_queue - max(self.max_queue // 8, 1), 0)
@@ -236,13 +238,22 @@ class EventFileWriter:
         wall_time: Optional[float] = None,
     ) -> None:
         """Log ``(tag, value)`` pairs at ``step`` as one event. Values must be floats."""
+        queue = self._queue
+        if len(queue) < self._fast_limit and not self._closed:  # the hot path: one append
+            queue.append((_SCALARS, wall_time or time.time(), step, scalars))
+            return
         self._enqueue((_SCALARS, wall_time or time.time(), step, scalars), len(scalars))
 
     def add_scalar(
         self, tag: str, value: float, step: int, wall_time: Optional[float] = None
     ) -> None:
         """Log one scalar. ``value`` is converted with ``float()`` now (TypeError if it can't)."""
-        self._enqueue((_SCALARS, wall_time or time.time(), step, ((tag, float(value)),)), 1)
+        item = (_SCALARS, wall_time or time.time(), step, ((tag, float(value)),))
+        queue = self._queue
+        if len(queue) < self._fast_limit and not self._closed:  # the hot path: one append
+            queue.append(item)
+            return
+        self._enqueue(item, 1)
 
     def add_histogram(
         self,

@@ -1,8 +1,8 @@
 """The MindSpore adapter: the only part of mindwatch that imports MindSpore.
 
 ``import mindwatch.mindspore`` is free; MindSpore is imported when one of the names
-below is first used, so ``mindwatch watch`` / ``report`` keep working on machines
-without it, and an Ascend user's own MindSpore build is used as installed.
+below is first used, so the core and the command line keep working on machines without
+it, and an Ascend user's own MindSpore build is used as installed.
 
 * :class:`TrainingMonitor` - a ``mindspore.train.Callback`` for ``Model.train`` /
   ``Model.fit``.
