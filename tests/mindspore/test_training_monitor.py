@@ -312,3 +312,26 @@ def test_ranks_other_than_0_write_their_own_sub_folder(
     info = json.loads((tmp_path / "rank_1" / "run.json").read_text())
     assert (info["rank"], info["world_size"]) == (1, 2)
     assert not (tmp_path / "run.json").exists()
+
+
+def test_a_resumed_initial_step_is_kept(tmp_path: Path) -> None:
+    """MindSpore's own resume path starts cur_step_num at initial_step (e.g. 250)."""
+    opt = nn.Momentum(make_network().trainable_params(), 0.01, 0.9)
+    dataset = types.SimpleNamespace(get_batch_size=lambda: 8)
+    base = {
+        "optimizer": opt,
+        "train_network": None,
+        "train_dataset": dataset,
+        "epoch_num": 1,
+        "batch_num": 100,
+        "cur_epoch_num": 3,
+        "initial_step": 250,
+    }
+    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
+    monitor.on_train_begin(_context(cur_step_num=250, **base))
+    for step in (251, 252, 253):
+        loss = ms.Tensor(np.float32(step))
+        monitor.on_train_step_end(_context(cur_step_num=step, net_outputs=loss, **base))
+    monitor.on_train_end(_context(**base))
+    assert [s for s, _ in scalars(tmp_path)["train/loss"]] == [251, 252, 253]
+    assert monitor.monitor.total_steps == 350
