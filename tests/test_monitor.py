@@ -179,3 +179,42 @@ def test_monitor_histogram_and_text(tmp_path: Path) -> None:
     acc = accumulator(tmp_path)
     assert acc.Histograms("weights/dense")[0].histogram_value.num == 100
     assert acc.Tensors("notes")[0].tensor_proto.string_val == [b"hello"]
+
+
+def test_hparams_are_flattened_checked_and_written_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from mindwatch.metrics.hparams import flatten_hparams
+    from tests.tbread import accumulator
+
+    assert flatten_hparams({"opt": {"lr": np.float32(0.5), "betas": (0.9, 0.99)}, "x": None}) == {
+        "opt.lr": 0.5,
+        "opt.betas": "(0.9, 0.99)",
+        "x": "None",
+    }
+    with pytest.raises(TypeError, match=r"hparam 'model\.net' must be a bool, number or string"):
+        flatten_hparams({"model": {"net": object()}})
+
+    config = {"print_every": 0, "hparams": {"lr": 0.1}}
+    with (
+        caplog.at_level(logging.WARNING, logger="mindwatch"),
+        mindwatch.Monitor(tmp_path, config) as mon,
+    ):
+        mon.log_hparams(batch_size=32)
+        mon.log_step(1, loss=1.0)
+        mon.log_hparams(late=True)
+    assert any("after the first step" in r.getMessage() for r in caplog.records)
+    content = accumulator(tmp_path).PluginTagToContent("hparams")
+    assert set(content) == {"_hparams_/session_start_info", "_hparams_/session_end_info"}
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        content["_hparams_/session_start_info"]
+    ).session_start_info
+    assert dict(start.hparams)["lr"].number_value == 0.1
+    assert dict(start.hparams)["batch_size"].number_value == 32
+    assert "late" not in dict(start.hparams)
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["hparams"] == {"lr": 0.1, "batch_size": 32, "late": True}

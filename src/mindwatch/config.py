@@ -59,6 +59,13 @@ class MonitorConfig(BaseModel):
         "plain line every print_every steps; 'auto': a bar on a terminal when the total "
         "is known, lines otherwise; 'off': print nothing.",
     )
+    hparams: dict[str, Union[bool, int, float, str]] = Field(
+        default_factory=dict,
+        description="The run's hyperparameters, shown in TensorBoard's HPARAMS dashboard "
+        "(the run itself is the session) and recorded in run.json. The MindSpore callback "
+        "adds what it can see (optimizer, learning rate, batch size, epochs, ...); values "
+        "given here win.",
+    )
     total_steps: Optional[int] = Field(
         default=None,
         ge=1,

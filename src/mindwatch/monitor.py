@@ -13,6 +13,7 @@ calls from ``Model.train``.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -22,7 +23,9 @@ from typing import Any, Optional, Union
 
 from mindwatch.config import MonitorConfig
 from mindwatch.events import EventFileWriter, lifecycle
+from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
 from mindwatch.events.writer import PathLike, WriterStats
+from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.tags import TAGS, eval_tag, tag_for
 from mindwatch.metrics.timing import StepClock
 from mindwatch.progress import ProgressReporter
@@ -88,6 +91,12 @@ def _step(step: Any) -> int:
     return value
 
 
+def _config_markdown(config: Mapping[str, Any]) -> str:
+    """The effective config as a TEXT entry (TensorBoard renders markdown)."""
+    body = json.dumps(dict(config), indent=2, sort_keys=True, default=str)
+    return "Effective mindwatch configuration:\n\n```json\n" + body + "\n```"
+
+
 class Monitor:
     """Log a training run as TensorBoard events plus ``run.json``.
 
@@ -145,6 +154,12 @@ class Monitor:
             extra=run_info,
         )
         self._run.write()
+        self._hparams: dict[str, HParamValue] = {}
+        self._hparams_written = False
+        self._start_time = time.time()
+        if cfg.hparams:
+            self.log_hparams(cfg.hparams)
+        self._writer.add_text("mindwatch/config", _config_markdown(self._run.data["config"]), 0)
         lifecycle.register(self)
 
     # ------------------------------------------------------------------ logging
@@ -211,6 +226,8 @@ class Monitor:
         for tag, value in values:
             if value - value != 0.0:  # NaN or +-Inf, without a function call per value
                 self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
+        if not self._hparams_written:
+            self._write_hparams()
         self._writer.add_scalars(step, values, wall)
         self.last_step = step
         self.steps_logged += 1
@@ -237,6 +254,35 @@ class Monitor:
     def log_histogram(self, tag: str, values: Any, step: int) -> None:
         """Log a histogram (bucketed on the writer's thread; the array is copied now)."""
         self._writer.add_histogram(tag, values, _step(step))
+
+    def log_hparams(self, hparams: Optional[Mapping[str, Any]] = None, **more: Any) -> None:
+        """Record the run's hyperparameters for TensorBoard's HPARAMS dashboard.
+
+        Nested mappings are flattened (``optimizer.lr``). Values collected before the
+        first step are written together when it is logged (TensorBoard keeps one set
+        per run); later ones still go to ``run.json``, with a warning.
+        """
+        flat = flatten_hparams({**(hparams or {}), **more})
+        self._hparams.update(flat)
+        self._run.update(hparams=dict(self._hparams))
+        if self._hparams_written:
+            log.warning(
+                "mindwatch: hparams %s arrived after the first step; they are in run.json, "
+                "but TensorBoard's HPARAMS dashboard keeps the set written first",
+                sorted(flat),
+            )
+            self._run.write()
+
+    def _write_hparams(self) -> None:
+        self._hparams_written = True
+        if self._hparams:
+            values = hparams_session_values(self._hparams, start_time_secs=self._start_time)
+            self._writer.add_values(0, values)
+            self._run.write()
+
+    @property
+    def hparams(self) -> dict[str, HParamValue]:
+        return dict(self._hparams)
 
     def log_text(self, tag: str, text: str, step: int = 0) -> None:
         """Log markdown text (TensorBoard's TEXT tab)."""
@@ -297,6 +343,13 @@ class Monitor:
         self._closed = True
         lifecycle.unregister(self)
         self._progress.close()
+        if not self._hparams_written:
+            self._write_hparams()
+        if self._hparams:
+            ok = not lifecycle.signal_received
+            self._writer.add_values(
+                self.last_step or 0, hparams_session_end_values(ok, time.time())
+            )
         self._writer.close(timeout)
         stats = self._writer.stats
         self._run.finish(

@@ -112,3 +112,46 @@ def test_live_tensorboard_serves_the_demo_curves(tensorboard_url: str, demo_root
     lrs = [p[2] for p in _get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")]
     assert lrs[0] < lrs[11]  # warmup
     assert lrs[-1] < lrs[20]  # cosine decay
+
+
+def _post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_live_tensorboard_shows_hparams_session_and_config_text(
+    tensorboard_url: str, demo_root: Path
+) -> None:
+    _wait_for_tags(tensorboard_url, {"train/loss"})
+    run_name = next(demo_root.iterdir()).name
+    groups = _post(
+        f"{tensorboard_url}/data/plugin/hparams/session_groups",
+        {
+            "experimentName": "",
+            "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE"],
+            "colParams": [],
+            "startIndex": 0,
+            "sliceSize": 100,
+        },
+    )["sessionGroups"]
+    (group,) = groups  # one session: the run itself, not an extra sub-run
+    (session,) = group["sessions"]
+    assert session["name"] == run_name
+    assert session["status"] == "STATUS_SUCCESS"
+    hparams = group["hparams"]
+    assert hparams["seed"] == 3
+    assert hparams["optimizer"] == "Momentum"
+    assert hparams["batch_size"] == 32
+    assert hparams["lr_schedule"] == "WarmupCosine"
+    final = {m["name"]["tag"]: m for m in group["metricValues"]}
+    assert final["train/loss"]["trainingStep"] == 120
+
+    query = urllib.parse.urlencode({"run": run_name, "tag": "mindwatch/config"})
+    (text,) = _get(f"{tensorboard_url}/data/plugin/text/text?{query}")
+    assert "Effective mindwatch configuration" in text["text"]
+    assert "flush_secs" in text["text"]

@@ -20,6 +20,7 @@ __all__ = [
     "HParamValue",
     "histogram_value",
     "hparams_config_values",
+    "hparams_session_end_values",
     "hparams_session_values",
     "text_value",
     "value_bytes",
@@ -94,8 +95,27 @@ def hparams_config_values(
 def hparams_session_values(
     hparams: Mapping[str, HParamValue], start_time_secs: float | None = None
 ) -> list[bytes]:
-    """Return the session-start hparams ``Summary.Value``: this run's hparam values."""
+    """Return the session-start hparams ``Summary.Value``: this run's hparam values.
+
+    Written into the run's own event file, it makes the run itself a session of
+    TensorBoard's HPARAMS dashboard (no extra sub-run); with no experiment summary
+    anywhere, TensorBoard infers the table's columns from all runs' sessions and their
+    scalar tags, so runs written separately still compare side by side.
+    """
     from tensorboard.plugins.hparams import summary_v2 as hp
 
     summary = hp.hparams_pb(dict(hparams), start_time_secs=start_time_secs)
+    return [value_bytes(v) for v in summary.value]
+
+
+def hparams_session_end_values(success: bool, end_time_secs: float) -> list[bytes]:
+    """Return the session-end hparams ``Summary.Value`` (status shown in HPARAMS)."""
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
+
+    info = plugin_data_pb2.SessionEndInfo(
+        status=api_pb2.STATUS_SUCCESS if success else api_pb2.STATUS_FAILURE,
+        end_time_secs=end_time_secs,
+    )
+    data = plugin_data_pb2.HParamsPluginData(session_end_info=info, version=0)
+    summary = summary_v2._summary_pb(metadata.SESSION_END_INFO_TAG, data)
     return [value_bytes(v) for v in summary.value]

@@ -212,7 +212,38 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._start_step = int(cb.get("cur_step_num") or 0)
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
+        self._guarded("hyperparameters", lambda: self._log_hparams(cb, optimizer))
         monitor.restart_clock()
+
+    def _log_hparams(self, cb: Any, optimizer: Any) -> None:
+        """What the run's hyperparameters are, as far as the callback can see them."""
+        import mindspore as ms
+
+        seen: dict[str, Any] = {
+            "train_cell": type(cb.get("train_network")).__name__,
+            "batch_size": self._samples,
+            "epochs": cb.get("epoch_num"),
+            "steps_per_epoch": cb.get("batch_num"),
+            "world_size": self.world_size,
+            "mode": "GRAPH" if ms.get_context("mode") == ms.GRAPH_MODE else "PYNATIVE",
+            "dataset_sink_mode": bool(cb.get("dataset_sink_mode")),
+        }
+        if optimizer is not None:
+            seen["optimizer"] = type(optimizer).__name__
+            lr = optimizer.learning_rate
+            if isinstance(lr, ms.Parameter):
+                seen["lr"] = float(lr.item())
+            else:
+                seen["lr_schedule"] = type(lr).__name__
+        if isinstance(cb.get("train_network"), TrainOneStepWithGradNormCell):
+            clip = cb.get("train_network").clip
+            seen["clip_grad_norm"] = (
+                float(cb.get("train_network").clip_norm.item()) if clip else 0.0
+            )
+        given = self.config.hparams  # values the user set win
+        self.monitor.log_hparams(
+            {k: v for k, v in seen.items() if v is not None and k not in given}
+        )
 
     def _first_step(self, cb: Any) -> None:
         """What can only be known once ``cur_epoch_num`` is set: the resume offset."""

@@ -139,8 +139,15 @@ def run_demo(
     schedule = WarmupCosineLR(0.05, warmup=max(steps // 10, 1), total=steps)
     optimizer = nn.Momentum(net.trainable_params(), learning_rate=schedule, momentum=0.9)
     train_cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss_fn), optimizer)
+    hparams = {
+        "model": f"mlp-{FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES}",
+        "base_lr": 0.05,
+        "warmup_steps": max(steps // 10, 1),
+        "momentum": 0.9,
+        "seed": seed,
+    }
     monitor = TrainingMonitor(
-        {"logdir": str(run_dir), "print_every": print_every},
+        {"logdir": str(run_dir), "print_every": print_every, "hparams": hparams},
         eval_dataset=make_dataset(512, batch_size, seed + 1),
         eval_every=100,
     )

@@ -1,0 +1,45 @@
+"""Hyperparameters as TensorBoard's HPARAMS dashboard accepts them.
+
+TensorBoard takes bool, number and string values under flat names. Nested mappings
+(as in a YAML config) are flattened with dots (``optimizer.lr``); lists, tuples and
+None become their string form, so they can still be compared; numpy scalars become
+Python numbers. Anything else is a TypeError naming the key: a silently stringified
+object would show a useless ``<object at 0x...>`` in the dashboard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Union
+
+__all__ = ["HParamValue", "flatten_hparams"]
+
+HParamValue = Union[bool, int, float, str]
+
+
+def _value(key: str, value: Any) -> HParamValue:
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if value is None or isinstance(value, (list, tuple)):
+        return str(value)
+    item = getattr(value, "item", None)  # numpy / framework scalars
+    if callable(item) and getattr(value, "size", 1) == 1:
+        result = item()
+        if isinstance(result, (bool, int, float, str)):
+            return result
+    raise TypeError(
+        f"mindwatch: hparam '{key}' must be a bool, number or string (or a list, which "
+        f"is shown as text), got {type(value).__name__}: {value!r:.60}"
+    )
+
+
+def flatten_hparams(hparams: Mapping[str, Any], prefix: str = "") -> dict[str, HParamValue]:
+    """``{'optimizer': {'lr': 0.1}}`` -> ``{'optimizer.lr': 0.1}``, values checked."""
+    flat: dict[str, HParamValue] = {}
+    for key, value in hparams.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_hparams(value, f"{name}."))
+        else:
+            flat[name] = _value(name, value)
+    return flat
