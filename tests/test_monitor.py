@@ -218,3 +218,30 @@ def test_hparams_are_flattened_checked_and_written_once(
     assert "late" not in dict(start.hparams)
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["hparams"] == {"lr": 0.1, "batch_size": 32, "late": True}
+
+
+def test_resume_hides_the_crashed_attempts_tail_for_every_tensorboard_reader(
+    tmp_path: Path,
+) -> None:
+    from tensorboard.backend.event_processing import plugin_event_accumulator
+
+    crashed = mindwatch.Monitor(tmp_path, {"print_every": 0})
+    for step in range(1, 251):
+        crashed.log_step(step, loss=1.0)
+    crashed.flush()
+    crashed._run.update(status="running")  # as a SIGKILL would leave it
+    crashed._run.write()
+    crashed._closed = True  # the process "died": nothing more is written by it
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}, resume_step=201) as resumed:
+        for step in range(201, 301):
+            resumed.log_step(step, loss=2.0)
+    legacy = scalars(tmp_path)["train/loss"]  # EventAccumulator, as programs read
+    assert [s for s, _ in legacy] == list(range(1, 301))
+    assert {v for s, v in legacy if s > 200} == {2.0}
+    # The TensorBoard server's own (Python) loader: only a second START purges there.
+    server = plugin_event_accumulator.EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+    server.Reload()
+    assert [t.step for t in server.Tensors("train/loss")] == list(range(1, 301))
+    attempts = json.loads((tmp_path / "run.json").read_text())["attempts"]
+    assert [a["resumed_at"] for a in attempts] == [None, 201]
+    assert attempts[1]["status"] == "finished"

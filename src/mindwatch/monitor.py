@@ -91,6 +91,13 @@ def _step(step: Any) -> int:
     return value
 
 
+def _has_event_files(logdir: PathLike) -> bool:
+    try:
+        return any(n.startswith("events.out.tfevents.") for n in os.listdir(logdir))
+    except OSError:
+        return False
+
+
 def _config_markdown(config: Mapping[str, Any]) -> str:
     """The effective config as a TEXT entry (TensorBoard renders markdown)."""
     body = json.dumps(dict(config), indent=2, sort_keys=True, default=str)
@@ -108,6 +115,8 @@ class Monitor:
         total_steps: overrides ``config.total_steps`` (progress bar and ETA).
         world_size, rank: recorded in ``run.json``.
         run_info: extra fields for ``run.json`` (e.g. the framework's settings).
+        resume_step: this attempt resumes training at this step (the first step it will
+            log) in a folder an earlier attempt wrote: see :meth:`mark_resume`.
     """
 
     def __init__(
@@ -119,6 +128,7 @@ class Monitor:
         world_size: int = 1,
         rank: int = 0,
         run_info: Optional[Mapping[str, Any]] = None,
+        resume_step: Optional[int] = None,
     ) -> None:
         self.config = MonitorConfig.from_any(config)
         target = logdir if logdir is not None else self.config.logdir
@@ -128,12 +138,17 @@ class Monitor:
                 "or set 'logdir' in the config"
             )
         cfg = self.config
+        fresh = not _has_event_files(target)
         self._writer = EventFileWriter(
             target,
             flush_secs=cfg.flush_secs,
             max_file_size=cfg.max_file_size,
             max_queue=cfg.max_queue,
             max_block_secs=cfg.max_block_secs,
+            # A run's first session starts with SessionLog.START, as TensorFlow's did:
+            # TensorBoard's server treats the first START in a run as the start and
+            # only later ones as restarts, so a resume's marker needs this one.
+            purge_step=0 if fresh else None,
         )
         self.logdir = self._writer.logdir
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
@@ -154,6 +169,8 @@ class Monitor:
             extra=run_info,
         )
         self._run.write()
+        if resume_step is not None:
+            self.mark_resume(resume_step)
         self._hparams: dict[str, HParamValue] = {}
         self._hparams_written = False
         self._start_time = time.time()
@@ -254,6 +271,19 @@ class Monitor:
     def log_histogram(self, tag: str, values: Any, step: int) -> None:
         """Log a histogram (bucketed on the writer's thread; the array is copied now)."""
         self._writer.add_histogram(tag, values, _step(step))
+
+    def mark_resume(self, step: int) -> None:
+        """This attempt continues the run at ``step``; earlier points at ``>= step`` are void.
+
+        Writes TensorBoard's purge marker (``SessionLog.START`` at ``step``): readers
+        then hide what a crashed attempt logged at ``step`` and beyond, so the curve
+        neither folds back nor shows two values for a step. ``run.json`` records the
+        step in this attempt's entry.
+        """
+        step = _step(step)
+        self._writer.add_session_start(step)
+        self._run.update(resumed_at=step)
+        self._run.write()
 
     def log_hparams(self, hparams: Optional[Mapping[str, Any]] = None, **more: Any) -> None:
         """Record the run's hyperparameters for TensorBoard's HPARAMS dashboard.

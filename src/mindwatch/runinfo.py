@@ -3,8 +3,12 @@
 Written when the monitor starts (``status: running``) and rewritten at ``close()``
 (``status: finished``, or ``terminated`` after SIGTERM), each time atomically
 (temporary file + rename), so a crash never leaves half a file. A run whose
-``status`` is still ``running`` while its ``pid`` is gone has crashed. Failing to write
-it is a warning, never an error: it must not take training down.
+``status`` is still ``running`` while its ``pid`` is gone has crashed.
+
+``attempts`` lists every process that wrote the folder, oldest first: a run resumed
+from a checkpoint keeps the crashed attempt (marked ``crashed`` when its process is
+gone) and adds its own, with the step it resumed at. Failing to write the file is a
+warning, never an error: it must not take training down.
 """
 
 from __future__ import annotations
@@ -43,6 +47,18 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
 
@@ -78,12 +94,37 @@ class RunInfo:
         if extra:
             self.data.update(extra)
         self._warned = False
+        self.data["attempts"] = [*self._earlier_attempts(), self._attempt()]
+
+    def _attempt(self) -> dict[str, Any]:
+        keys = ("start_time", "end_time", "status", "host", "pid", "last_step", "resumed_at")
+        return {key: self.data.get(key) for key in keys}
+
+    def _earlier_attempts(self) -> list[dict[str, Any]]:
+        """Attempts recorded by earlier processes writing this folder (resumes).
+
+        An attempt still marked ``running`` whose process is gone is ``crashed``.
+        """
+        try:
+            earlier = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        attempts = earlier.get("attempts") or []
+        if not isinstance(attempts, list):
+            return []
+        for attempt in attempts:
+            if isinstance(attempt, dict) and attempt.get("status") == "running":
+                same_host = attempt.get("host") == socket.gethostname()
+                if same_host and not _alive(attempt.get("pid")):
+                    attempt["status"] = "crashed"
+        return [a for a in attempts if isinstance(a, dict)]
 
     def update(self, **fields: Any) -> None:
         self.data.update(fields)
+        self.data["attempts"][-1] = self._attempt()
 
     def finish(self, status: str = "finished", **fields: Any) -> None:
-        self.data.update(fields, status=status, end_time=_now())
+        self.update(**fields, status=status, end_time=_now())
         self.write()
 
     def write(self) -> None:

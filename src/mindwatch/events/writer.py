@@ -183,6 +183,7 @@ class EventFileWriter:
         self._files: list[str] = []
         self._file: Optional[BinaryIO] = None  # None after a write error, until reopened
         self._file_bytes = self._header_bytes = 0
+        self._last_stamp = 0
         # Open the first file here, on the caller's thread: an unwritable folder must
         # fail now, before training starts, not as a warning from the worker later.
         try:
@@ -519,10 +520,24 @@ class EventFileWriter:
         assert self._file is not None
         return self._file
 
+    def _next_stamp(self) -> int:
+        """The time stamp for a new file name: now, or later than any file already in the
+        folder, because readers take a run's files in name order and a resumed attempt's
+        files must come after the crashed one's (its purge marker relies on that)."""
+        stamp = max(int(time.time()), self._last_stamp)  # same stamp: the counter orders
+        if not self._files:  # only the first file of this writer can meet older ones
+            for existing in os.listdir(self.logdir):
+                if existing.startswith("events.out.tfevents."):
+                    field = existing.split(".")[3]
+                    if field.isdigit():
+                        stamp = max(stamp, int(field) + 1)
+        self._last_stamp = stamp
+        return stamp
+
     def _open_file(self) -> None:
         counter = next(_file_counter)
         name = (
-            f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+            f"events.out.tfevents.{self._next_stamp():010d}.{socket.gethostname()}."
             f"{os.getpid()}.{counter:05d}{self._suffix}"
         )
         path = self.logdir / name

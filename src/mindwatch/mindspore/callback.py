@@ -22,6 +22,10 @@ Monitor does the rest off the training thread. What it reads each step:
   ``cb_params.initial_step`` when MindSpore resumes with one. ``Model.train(...,
   initial_epoch=E)`` however restarts ``cur_step_num`` at 0 (MindSpore 2.10); mindwatch
   then adds ``E * batch_num`` so the step axis continues instead of folding back.
+* **resume**: when the first step is not 1 (``initial_epoch``, ``initial_step``), the
+  run folder gets TensorBoard's purge marker at that step, so points a crashed attempt
+  wrote beyond the checkpoint are hidden and each step has one value
+  (:meth:`mindwatch.Monitor.mark_resume`); ``run.json`` lists both attempts.
 * **epoch**, and **samples per step** from the dataset's batch size, for
   ``perf/samples_per_s``.
 
@@ -250,6 +254,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         offset = self._step_offset = _skipped_epoch_steps(cb)
         base = self._start_step + offset  # the step before the first one of this run
         self.monitor.rebase_clock(base)
+        if base > 0:  # resumed (initial_epoch / initial_step): void the crashed attempt's tail
+            self.monitor.mark_resume(base + 1)
         if self.monitor.total_steps is None and self._epochs_total:
             self.monitor.set_total_steps(base + self._epochs_total)
         if self.eval_every:
