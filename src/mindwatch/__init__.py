@@ -5,8 +5,15 @@ The core (this package) imports no MindSpore; the MindSpore callbacks live in
 """
 
 from mindwatch._version import __version__
-from mindwatch.config import MonitorConfig
+from mindwatch.config import ConfigError, MonitorConfig
 from mindwatch.events import EventFileWriter, LogDirError
 from mindwatch.monitor import Monitor
 
-__all__ = ["EventFileWriter", "LogDirError", "Monitor", "MonitorConfig", "__version__"]
+__all__ = [
+    "ConfigError",
+    "EventFileWriter",
+    "LogDirError",
+    "Monitor",
+    "MonitorConfig",
+    "__version__",
+]

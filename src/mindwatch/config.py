@@ -1,34 +1,100 @@
 """``MonitorConfig``: one validated, frozen description of what mindwatch does.
 
-Validated once, at the edge (``MonitorConfig.from_any``), with pydantic; unknown keys
-are errors that name the key, so a misspelt option never silently does nothing.
+Validated once, at the edge, with pydantic; frozen afterwards. It is built from:
+
+* a dict or a YAML file of its own fields (:meth:`MonitorConfig.from_any`,
+  :meth:`MonitorConfig.from_yaml`);
+* the keys users already know from MindSpore's ``SummaryCollector`` and the seeds'
+  ``TensorBoard`` callback (``summary_dir``/``log_dir``, ``collect_freq``,
+  ``update_time``), accepted as aliases;
+* a MindFormers training YAML (its ``monitor_config``, ``tensorboard`` and ``callbacks:``
+  sections; see :mod:`mindwatch.mindformers_yaml`).
+
+Every mistake is reported at once, before training starts, as a :class:`ConfigError`
+naming the key path, the bad value, what is allowed and, for a misspelt key, the
+closest valid one. Settings MindSpore accepts silently and then records nothing with
+(``collect_freq: 0``) are errors here. ``docs/config.md`` is generated from the field
+descriptions below (``python docs/gen_config_reference.py``).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
-__all__ = ["MonitorConfig"]
+__all__ = ["CheckpointSettings", "ConfigError", "MonitorConfig"]
+
+
+class ConfigError(ValueError):
+    """A configuration that mindwatch refuses; the message says where and how to fix it."""
+
+
+class CheckpointSettings(BaseModel):
+    """Checkpoints saved by ``build_callbacks`` (MindSpore's ``ModelCheckpoint``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    save_checkpoint_steps: Optional[int] = Field(
+        default=None,
+        ge=1,
+        description="Save a checkpoint every this many steps (None: no checkpoints).",
+    )
+    keep_checkpoint_max: int = Field(
+        default=5, ge=1, description="Keep at most this many checkpoint files."
+    )
+    prefix: str = Field(default="checkpoint", min_length=1, description="File name prefix.")
+    directory: Optional[str] = Field(
+        default=None,
+        description="Folder for checkpoint files (None: '<logdir>/checkpoints').",
+    )
 
 
 class MonitorConfig(BaseModel):
     """What to collect, how often, and where it goes."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", validate_default=True, populate_by_name=True
+    )
 
     logdir: Optional[str] = Field(
         default=None,
-        description="Run folder for event files, run.json and alerts. Resolved to an "
-        "absolute path when the monitor is created, so a later os.chdir does not move it.",
+        validation_alias=AliasChoices("logdir", "log_dir", "summary_dir", "tensorboard_dir"),
+        description="Run folder for event files, run.json and alerts (aliases: log_dir, "
+        "summary_dir, tensorboard_dir). Created with its parents; resolved to an absolute "
+        "path when the monitor is created, so a later os.chdir does not move it. With "
+        "run_name, it is the root below which a new run folder is made.",
+    )
+    run_name: Optional[str] = Field(
+        default=None,
+        min_length=1,
+        description="Make a new run folder '<logdir>/<YYYYmmdd-HHMMSS>_<run_name>"
+        "[_<key>-<value>...]' (ASCII-safe, unique) instead of writing into logdir itself.",
+    )
+    collect_freq: int = Field(
+        default=1,
+        validation_alias=AliasChoices("collect_freq", "step_interval", "log_every"),
+        description="Record training scalars every this many steps (aliases: step_interval, "
+        "log_every). Steps in between cost one integer comparison; the recorded step's "
+        "step time and throughput cover all the steps since the previous record.",
     )
     flush_secs: float = Field(
         default=2.0,
         gt=0,
+        validation_alias=AliasChoices("flush_secs", "update_time"),
         description="Longest delay, in seconds, between logging a value and handing it to "
-        "the OS (what a SIGKILL can lose at most).",
+        "the OS, i.e. what a SIGKILL can lose at most (alias: update_time).",
     )
     max_file_size: Optional[int] = Field(
         default=None,
@@ -59,6 +125,13 @@ class MonitorConfig(BaseModel):
         "plain line every print_every steps; 'auto': a bar on a terminal when the total "
         "is known, lines otherwise; 'off': print nothing.",
     )
+    tag_style: Literal["mindwatch", "mindformers"] = Field(
+        default="mindwatch",
+        description="'mindwatch': namespaced tags (train/loss, train/lr, perf/...); "
+        "'mindformers': MindFormers' names (loss, learning-rate, grad-norm, throughput, "
+        "iteration-time, loss-scale, batch-size) plus their '<tag> vs samples' twins, so "
+        "existing dashboards keep working.",
+    )
     hparams: dict[str, Union[bool, int, float, str]] = Field(
         default_factory=dict,
         description="The run's hyperparameters, shown in TensorBoard's HPARAMS dashboard "
@@ -66,20 +139,160 @@ class MonitorConfig(BaseModel):
         "adds what it can see (optimizer, learning rate, batch size, epochs, ...); values "
         "given here win.",
     )
+    name_hparams: list[str] = Field(
+        default_factory=list,
+        description="hparams whose values go into the run folder name, e.g. ['lr', 'bs'].",
+    )
     total_steps: Optional[int] = Field(
         default=None,
         ge=1,
         description="Steps the run will take, for the progress bar and ETA (the MindSpore "
         "callback fills it in from the dataset and epochs).",
     )
+    checkpoint: CheckpointSettings = Field(
+        default_factory=CheckpointSettings,
+        description="Checkpoints saved by mindwatch.mindspore.build_callbacks: "
+        "save_checkpoint_steps, keep_checkpoint_max, prefix, directory.",
+    )
+
+    @field_validator("collect_freq", mode="before")
+    @classmethod
+    def _positive_frequency(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ValueError(
+                "must be >= 1: a frequency of 0 or less would record nothing (MindSpore's "
+                "SummaryCollector accepts it silently); use 1 to record every step"
+            )
+        return value
+
+    @field_validator("name_hparams")
+    @classmethod
+    def _name_hparams_known(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        hparams = info.data.get("hparams", {})
+        missing = [key for key in value if key not in hparams]
+        if missing:
+            raise ValueError(
+                f"lists {missing}, which are not in hparams ({sorted(hparams) or 'empty'}); "
+                "add them to hparams or drop them"
+            )
+        return value
+
+    # ------------------------------------------------------------------ building
 
     @classmethod
-    def from_any(cls, config: Union[MonitorConfig, Mapping[str, Any], None]) -> MonitorConfig:
-        """Accept a MonitorConfig, a mapping of its fields, or None (all defaults)."""
+    def from_any(
+        cls, config: Union[MonitorConfig, Mapping[str, Any], str, Path, None]
+    ) -> MonitorConfig:
+        """A MonitorConfig from itself, a mapping of its fields, a YAML path, or None."""
         if config is None:
             return cls()
         if isinstance(config, cls):
             return config
+        if isinstance(config, (str, Path)):
+            return cls.from_yaml(config)
         if isinstance(config, Mapping):
-            return cls.model_validate(dict(config))
-        raise TypeError(f"config must be a MonitorConfig or a dict, got {type(config).__name__}")
+            return cls.from_dict(config)
+        raise TypeError(
+            f"config must be a MonitorConfig, a dict or a YAML file path, "
+            f"got {type(config).__name__}"
+        )
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        source: str = "config",
+        key_names: Optional[Mapping[str, str]] = None,
+    ) -> MonitorConfig:
+        """Validate ``data``; every problem is reported in one :class:`ConfigError`.
+
+        ``key_names`` renames top-level keys in messages (a MindFormers YAML's
+        ``monitor_config.step_interval`` rather than mindwatch's ``collect_freq``).
+        """
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, source, key_names or {})) from None
+
+    @classmethod
+    def from_yaml(cls, path: Union[str, Path]) -> MonitorConfig:
+        """Read a YAML file: mindwatch's own fields, a ``mindwatch:`` section, or a
+        MindFormers training YAML (``monitor_config`` / ``tensorboard`` / ``callbacks``)."""
+        from mindwatch.mindformers_yaml import from_mindformers, is_mindformers_yaml, load_yaml
+
+        data = load_yaml(path)
+        if is_mindformers_yaml(data):
+            return from_mindformers(data, source=str(path))
+        if "mindwatch" in data and isinstance(data["mindwatch"], Mapping):
+            return cls.from_dict(data["mindwatch"], source=f"{path}: mindwatch")
+        return cls.from_dict(data, source=str(path))
+
+
+def _keys(model: type[BaseModel]) -> list[str]:
+    names: list[str] = []
+    for name, field in model.model_fields.items():
+        names.append(name)
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names += [a for a in alias.choices if isinstance(a, str)]
+    return names
+
+
+def _model_at(loc: tuple[Union[int, str], ...]) -> type[BaseModel]:
+    model: type[BaseModel] = MonitorConfig
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+    return model
+
+
+# Keys of MindSpore's SummaryCollector and the seeds' examples that users bring along:
+# a precise word about each beats a "did you mean" guess.
+_FOREIGN_KEYS = {
+    "collect_specified_data": "SummaryCollector's selection; mindwatch does not collect "
+    "parameter/gradient histograms yet, and never inputs/outputs (they cost GBs of "
+    "device memory)",
+    "keep_default_action": "SummaryCollector's switch; mindwatch's defaults are always on",
+    "histogram_interval": "histograms are not collected by mindwatch yet",
+    "save_graphs": "a MindSpore context option (ms.set_context), not a monitoring one",
+    "save_graphs_path": "a MindSpore context option (ms.set_context), not a monitoring one",
+    "export_kwargs": "model export is not part of monitoring",
+}
+_UNION_MEMBERS = {"bool", "int", "float", "str"}
+
+
+def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -> str:
+    lines = [f"invalid mindwatch {source}:"]
+    seen_unions: set[tuple[Union[int, str], ...]] = set()
+    for error in exc.errors():
+        original = tuple(error["loc"])
+        loc = original
+        if loc and str(loc[0]) in key_names:  # shown in the user's own terms
+            loc = (key_names[str(loc[0])], *loc[1:])
+        if loc and loc[-1] in _UNION_MEMBERS:  # one line for a value no union member takes
+            if loc[:-1] in seen_unions:
+                continue
+            seen_unions.add(loc[:-1])
+            path = ".".join(str(p) for p in loc[:-1])
+            lines.append(
+                f"  - {path} = {error.get('input')!r:.80}: must be a bool, number or string"
+            )
+            continue
+        path = ".".join(str(p) for p in loc) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            key = str(original[-1])
+            if key in _FOREIGN_KEYS and len(original) == 1:
+                lines.append(f"  - {path}: not a mindwatch key: {_FOREIGN_KEYS[key]}")
+                continue
+            known = _keys(_model_at(original[:-1]))
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            listed = ", ".join(sorted(set(known)))
+            lines.append(f"  - {path}: unknown key{hint} (known keys: {listed})")
+            continue
+        message = str(error["msg"]).removeprefix("Value error, ")
+        lines.append(f"  - {path} = {error.get('input')!r:.80}: {message}")
+    return "\n".join(lines)

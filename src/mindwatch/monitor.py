@@ -19,6 +19,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Optional, Union
 
 from mindwatch.config import MonitorConfig
@@ -26,9 +27,10 @@ from mindwatch.events import EventFileWriter, lifecycle
 from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
 from mindwatch.events.writer import PathLike, WriterStats
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
-from mindwatch.metrics.tags import TAGS, eval_tag, tag_for
+from mindwatch.metrics.tags import MINDFORMERS_TAGS, TAGS, eval_tag, tag_for
 from mindwatch.metrics.timing import StepClock
 from mindwatch.progress import ProgressReporter
+from mindwatch.rundir import make_run_dir
 from mindwatch.runinfo import RunInfo
 
 __all__ = ["Monitor"]
@@ -111,7 +113,8 @@ class Monitor:
         logdir: run folder (or set ``logdir`` in the config). Created if missing and
             made absolute now; an unwritable folder raises
             :class:`~mindwatch.events.LogDirError` here, before training starts.
-        config: a :class:`MonitorConfig` or a dict of its fields.
+        config: a :class:`MonitorConfig`, a dict of its fields, or a YAML file path
+            (mindwatch's own keys, or a MindFormers training YAML).
         total_steps: overrides ``config.total_steps`` (progress bar and ETA).
         world_size, rank: recorded in ``run.json``.
         run_info: extra fields for ``run.json`` (e.g. the framework's settings).
@@ -122,7 +125,7 @@ class Monitor:
     def __init__(
         self,
         logdir: Optional[PathLike] = None,
-        config: Union[MonitorConfig, Mapping[str, Any], None] = None,
+        config: Union[MonitorConfig, Mapping[str, Any], str, Path, None] = None,
         *,
         total_steps: Optional[int] = None,
         world_size: int = 1,
@@ -138,6 +141,9 @@ class Monitor:
                 "or set 'logdir' in the config"
             )
         cfg = self.config
+        if cfg.run_name:
+            named = {key: cfg.hparams[key] for key in cfg.name_hparams}
+            target = make_run_dir(target, cfg.run_name, named)
         fresh = not _has_event_files(target)
         self._writer = EventFileWriter(
             target,
@@ -158,6 +164,8 @@ class Monitor:
         )
         self.nonfinite: dict[str, int] = {}
         self._tags: dict[str, str] = {}
+        self._every = cfg.collect_freq
+        self._mindformers_tags = cfg.tag_style == "mindformers"
         self.last_step: Optional[int] = None
         self.steps_logged = 0
         self._closed = False
@@ -209,9 +217,11 @@ class Monitor:
         counted in :attr:`nonfinite`. A value that is not a number raises TypeError
         naming its key.
         """
-        wall = time.time()
         if type(step) is not int or not -_INT64 <= step < _INT64:
             step = _step(step)
+        if self._every > 1 and step % self._every:
+            return  # collect_freq: the next recorded step's timing covers this one
+        wall = time.time()
         values: list[tuple[str, float]] = []
         append = values.append
         if loss is not None:
@@ -246,10 +256,27 @@ class Monitor:
         if not self._hparams_written:
             self._write_hparams()
         self._writer.add_scalars(step, values, wall)
+        if self._mindformers_tags:
+            self._write_mindformers_view(step, values, samples, wall)
         self.last_step = step
         self.steps_logged += 1
         if self._progress.due(step):
             self._progress.update(step, dict(values), wall)
+
+    def _write_mindformers_view(
+        self, step: int, values: list[tuple[str, float]], samples: Any, wall: float
+    ) -> None:
+        """``tag_style: mindformers``: the same values under MindFormers' names, once
+        against the step and once against samples seen (its ``<tag> vs samples``)."""
+        renamed = [(MINDFORMERS_TAGS[t], v) for t, v in values if t in MINDFORMERS_TAGS]
+        if samples is None:
+            self._writer.add_scalars(step, renamed, wall)
+            return
+        batch = _number("samples", samples)
+        renamed.append(("batch-size", batch))
+        self._writer.add_scalars(step, renamed, wall)
+        twins = [(f"{tag} vs samples", v) for tag, v in renamed]
+        self._writer.add_scalars(int(step * batch), twins, wall)
 
     def log_eval(self, step: int, **metrics: Any) -> None:
         """Log evaluation results at ``step`` as ``eval/<name>`` (e.g. ``loss=0.3, acc=0.9``)."""

@@ -3,7 +3,7 @@ groups them into sections; units live in the name's suffix (``_ms``, ``_per_s``)
 
 from __future__ import annotations
 
-__all__ = ["TAGS", "eval_tag", "tag_for"]
+__all__ = ["MINDFORMERS_TAGS", "TAGS", "eval_tag", "tag_for"]
 
 TAGS = {
     "loss": "train/loss",
@@ -12,6 +12,17 @@ TAGS = {
     "step_time_ms": "perf/step_time_ms",
     "samples_per_s": "perf/samples_per_s",
     "tokens_per_s": "perf/tokens_per_s",
+}
+
+# tag_style: mindformers -- the names MindFormers' MFLossMonitor writes (its
+# "<tag> vs samples" twins are added by the monitor), so existing dashboards keep working.
+MINDFORMERS_TAGS = {
+    "train/loss": "loss",
+    "train/lr": "learning-rate",
+    "train/grad_norm": "grad-norm",
+    "train/loss_scale": "loss-scale",
+    "perf/step_time_ms": "iteration-time",
+    "perf/samples_per_s": "throughput",
 }
 
 _custom: dict[str, str] = {}

@@ -8,6 +8,8 @@ it, and an Ascend user's own MindSpore build is used as installed.
   ``Model.fit``.
 * :class:`TrainOneStepWithGradNormCell` - ``nn.TrainOneStepCell`` that also returns the
   global gradient norm, so ``train/grad_norm`` appears under ``Model.train``.
+* :func:`build_callbacks` - the callbacks a config describes (monitor, checkpoints), in
+  the order that works.
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mindwatch.mindspore.build import build_callbacks
     from mindwatch.mindspore.callback import TrainingMonitor
     from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 
-__all__ = ["TrainOneStepWithGradNormCell", "TrainingMonitor"]
+__all__ = ["TrainOneStepWithGradNormCell", "TrainingMonitor", "build_callbacks"]
 
 _LAZY = {
     "TrainingMonitor": "mindwatch.mindspore.callback",
     "TrainOneStepWithGradNormCell": "mindwatch.mindspore.cells",
+    "build_callbacks": "mindwatch.mindspore.build",
 }
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -151,7 +152,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
 
     def __init__(
         self,
-        config: Union[MonitorConfig, Mapping[str, Any], None] = None,
+        config: Union[MonitorConfig, Mapping[str, Any], str, Path, None] = None,
         *,
         logdir: Optional[PathLike] = None,
         monitor: Optional[Monitor] = None,
@@ -270,6 +271,10 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         except Exception as exc:  # monitoring must never take training down
             self._warn_once("step", f"could not read the step number: {exc!r}")
             return
+        every = self.config.collect_freq
+        if every > 1 and step % every:
+            self._maybe_evaluate(step)  # collect_freq: nothing is read on this step
+            return
         values = self._guarded("loss", lambda: unpack_outputs(cb.get("net_outputs"), self._layout))
         values = values or {}
         if self._lr is not None:
@@ -282,6 +287,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if epoch:
             values["epoch"] = float(epoch)
         self.monitor.log_step(step, samples=self._samples, **values)
+        self._maybe_evaluate(step)
+
+    def _maybe_evaluate(self, step: int) -> None:
         if self.eval_every and step >= self._next_eval:
             self._next_eval = (step // self.eval_every + 1) * self.eval_every
             self._evaluate(step)

@@ -1,0 +1,215 @@
+"""Read MindFormers training YAMLs: their ``monitor_config``, ``tensorboard`` and
+``callbacks:`` sections become a :class:`~mindwatch.config.MonitorConfig`.
+
+Mapping (MindFormers 1.5-1.9 keys, see the design notes' study of MindFormers):
+
+==========================================  ==========================================
+MindFormers                                 mindwatch
+==========================================  ==========================================
+``tensorboard.tensorboard_dir``             ``logdir`` (ranks > 0 get ``rank_<r>/``)
+``monitor_config.step_interval``            ``collect_freq`` (when ``monitor_on``)
+``callbacks: MFLossMonitor.per_print_times``  ``print_every``
+``callbacks: CheckpointMonitor``            ``checkpoint`` (prefix, save_checkpoint_steps,
+                                            keep_checkpoint_max, directory)
+``callbacks: MindWatchMonitor`` (any key)   the same mindwatch key
+``seed``, ``runner_config.batch_size`` ...  ``hparams`` (seed, batch_size, epochs,
+                                            optimizer, learning_rate, lr_schedule)
+a top-level ``mindwatch:`` section          mindwatch keys, applied last
+==========================================  ==========================================
+
+Keys that mean nothing here are accepted, never silently dropped: they are listed once,
+with the reason, in a single warning (Ascend-only in-graph dumps, options mindwatch does
+not have, TensorBoard switches whose data mindwatch always writes). The same list is
+available from :func:`mindformers_notes` for tools such as ``mindwatch doctor``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Union
+
+from mindwatch.config import ConfigError, MonitorConfig
+
+__all__ = ["from_mindformers", "is_mindformers_yaml", "load_yaml", "mindformers_notes"]
+
+log = logging.getLogger(__name__)
+
+_SECTIONS = ("monitor_config", "tensorboard", "callbacks")
+
+_ASCEND_ONLY = "needs MindFormers' in-graph dumps on Ascend; not collected by mindwatch"
+_NOT_YET = "not collected by mindwatch yet"
+_ALWAYS = "mindwatch always writes this when the training provides it"
+_UNUSED = "has no effect in mindwatch"
+
+_MONITOR_NOTES = {
+    "dump_path": _ASCEND_ONLY,
+    "local_loss_format": _ASCEND_ONLY,
+    "device_local_loss_format": _ASCEND_ONLY,
+    "device_local_norm_format": _ASCEND_ONLY,
+    "max_attention_logit_format": _ASCEND_ONLY,
+    "stable_rank_config": _NOT_YET,
+    "local_norm_format": _NOT_YET,
+    "target": _NOT_YET,
+    "invert": _NOT_YET,
+    "optimizer_state_format": _NOT_YET,
+    "weight_state_format": _NOT_YET,
+    "throughput_baseline": _NOT_YET,
+    "print_struct": _UNUSED,
+    "check_for_global_norm": "MindFormers' fault-recovery hook; " + _UNUSED,
+    "global_norm_spike_threshold": _NOT_YET,
+    "global_norm_spike_count_threshold": _NOT_YET,
+}
+_TENSORBOARD_NOTES = {
+    "tensorboard_queue_size": "mindwatch's writer queue never blocks on a small size; "
+    "see max_queue",
+    "log_loss_scale_to_tensorboard": _ALWAYS,
+    "log_timers_to_tensorboard": _ALWAYS,
+    "log_expert_load_to_tensorboard": _NOT_YET,
+}
+_CHECKPOINT_KEYS = ("prefix", "save_checkpoint_steps", "keep_checkpoint_max", "directory")
+
+
+def load_yaml(path: Union[str, Path]) -> dict[str, Any]:
+    """``yaml.safe_load`` of ``path`` as a mapping, or a ConfigError naming the file."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file '{path}': {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise ConfigError(f"'{path}' is not valid YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"'{path}' must hold a mapping of settings (key: value lines), "
+            f"got a {type(data).__name__}"
+        )
+    return data
+
+
+def is_mindformers_yaml(data: Mapping[str, Any]) -> bool:
+    return any(section in data for section in _SECTIONS)
+
+
+def _section(data: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:
+    value = data.get(name) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"invalid MindFormers config {source}:\n  - {name}: must be a mapping of "
+            f"settings, got {type(value).__name__} {value!r:.60}"
+        )
+    return value
+
+
+def _translate(
+    data: Mapping[str, Any], source: str
+) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+    """The mindwatch fields a MindFormers YAML implies, notes on the unused keys, and
+    where each field came from (for error messages in the user's own terms)."""
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    origins: dict[str, str] = {}
+    monitor = _section(data, "monitor_config", source)
+    tensorboard = _section(data, "tensorboard", source)
+    on = bool(monitor.get("monitor_on", False))
+    for key, value in monitor.items():
+        if key == "monitor_on":
+            continue
+        if key == "step_interval":
+            if on:
+                fields["collect_freq"] = value
+                origins["collect_freq"] = "monitor_config.step_interval"
+            else:
+                notes.append("monitor_config.step_interval: ignored because monitor_on is off")
+        elif value not in (None, False, [], "") and key in _MONITOR_NOTES:
+            notes.append(f"monitor_config.{key}: {_MONITOR_NOTES[key]}")
+        elif key not in _MONITOR_NOTES:
+            notes.append(f"monitor_config.{key}: unknown MindFormers key; {_UNUSED}")
+    for key, value in tensorboard.items():
+        if key == "tensorboard_dir":
+            fields["logdir"] = value
+            origins["logdir"] = "tensorboard.tensorboard_dir"
+        elif key in _TENSORBOARD_NOTES:
+            notes.append(f"tensorboard.{key}: {_TENSORBOARD_NOTES[key]}")
+        else:
+            notes.append(f"tensorboard.{key}: unknown MindFormers key; {_UNUSED}")
+    callbacks = data.get("callbacks") or []
+    if not isinstance(callbacks, list):
+        raise ConfigError(
+            f"invalid MindFormers config {source}:\n  - callbacks: must be a list of "
+            f"'- type: Name' entries, got {type(callbacks).__name__}"
+        )
+    for i, entry in enumerate(callbacks):
+        if not isinstance(entry, Mapping) or "type" not in entry:
+            raise ConfigError(
+                f"invalid MindFormers config {source}:\n  - callbacks.{i}: each callback "
+                f"needs a 'type:' key, got {entry!r:.60}"
+            )
+        kind, args = entry["type"], {k: v for k, v in entry.items() if k != "type"}
+        if kind == "MFLossMonitor" and "per_print_times" in args:
+            fields["print_every"] = args.pop("per_print_times")
+            origins["print_every"] = f"callbacks.{i} (MFLossMonitor).per_print_times"
+        elif kind == "CheckpointMonitor":
+            fields["checkpoint"] = {k: args.pop(k) for k in _CHECKPOINT_KEYS if k in args}
+            origins["checkpoint"] = f"callbacks.{i} (CheckpointMonitor)"
+        elif kind == "MindWatchMonitor":
+            fields.update(args)
+            origins.update({key: f"callbacks.{i} (MindWatchMonitor).{key}" for key in args})
+            args = {}
+        for key in args:
+            notes.append(f"callbacks.{i} ({kind}).{key}: {_UNUSED}")
+    fields["hparams"] = _hparams(data)
+    extra = data.get("mindwatch")
+    if isinstance(extra, Mapping):
+        fields.update(extra)
+        origins.update({key: f"mindwatch.{key}" for key in extra})
+    return fields, notes, origins
+
+
+def _hparams(data: Mapping[str, Any]) -> dict[str, Any]:
+    def section(name: str) -> Mapping[str, Any]:
+        value = data.get(name)
+        return value if isinstance(value, Mapping) else {}
+
+    runner, optimizer, schedule = (
+        section("runner_config"),
+        section("optimizer"),
+        section("lr_schedule"),
+    )
+    found = {
+        "seed": data.get("seed"),
+        "batch_size": runner.get("batch_size"),
+        "epochs": runner.get("epochs"),
+        "optimizer": optimizer.get("type"),
+        "learning_rate": schedule.get("learning_rate", optimizer.get("learning_rate")),
+        "lr_schedule": schedule.get("type"),
+    }
+    return {k: v for k, v in found.items() if isinstance(v, (bool, int, float, str))}
+
+
+def mindformers_notes(data: Mapping[str, Any], source: str = "YAML") -> list[str]:
+    """The keys of a MindFormers YAML that mindwatch accepts but does not use, and why."""
+    return _translate(data, source)[1]
+
+
+def from_mindformers(data: Mapping[str, Any], *, source: str = "MindFormers YAML") -> MonitorConfig:
+    """A MonitorConfig equivalent to a MindFormers training YAML (already loaded)."""
+    fields, notes, origins = _translate(data, source)
+    config = MonitorConfig.from_dict(fields, source=source, key_names=origins)
+    if notes:
+        log.warning(
+            "mindwatch: %s: %d MindFormers setting(s) accepted but not used:\n  %s",
+            source,
+            len(notes),
+            "\n  ".join(notes),
+        )
+    return config

@@ -1,0 +1,201 @@
+"""MonitorConfig: aliases, YAML, MindFormers YAMLs, precise errors, and what each option does."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mindwatch
+from mindwatch.config import ConfigError, MonitorConfig
+from mindwatch.mindformers_yaml import mindformers_notes
+from tests.tbread import scalars
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).with_name("fixtures")
+sys.path.insert(0, str(ROOT / "docs"))
+from gen_config_reference import BAD_INPUTS  # noqa: E402
+
+
+def test_seed_keys_are_understood() -> None:
+    config = MonitorConfig.from_dict(
+        {"summary_dir": "runs/a", "collect_freq": 20, "update_time": 5}
+    )
+    assert (config.logdir, config.collect_freq, config.flush_secs) == ("runs/a", 20, 5.0)
+    assert MonitorConfig.from_dict({"log_dir": "x", "step_interval": 3}).collect_freq == 3
+
+
+def test_config_is_frozen() -> None:
+    config = MonitorConfig()
+    with pytest.raises(ValueError, match="frozen"):
+        config.flush_secs = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("data", "why"), BAD_INPUTS, ids=[w for _, w in BAD_INPUTS])
+def test_documented_bad_input_gets_its_documented_message(
+    data: dict[str, object], why: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        MonitorConfig.from_dict(data)
+    page = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
+    assert f"```\n{info.value}\n```" in page  # the page shows exactly this message
+    key = next(iter(data))
+    assert key in str(info.value)  # and the message names the key
+
+
+def test_config_reference_page_is_up_to_date() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "gen_config_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_field_is_documented() -> None:
+    for name, field in MonitorConfig.model_fields.items():
+        assert field.description, name
+
+
+def test_misspelt_keys_get_a_suggestion() -> None:
+    with pytest.raises(ConfigError, match="did you mean 'flush_secs'"):
+        MonitorConfig.from_dict({"flush_sec": 1})
+    with pytest.raises(ConfigError, match=r"checkpoint\.keep_max: unknown key; did you mean"):
+        MonitorConfig.from_dict({"checkpoint": {"keep_max": 2}})
+
+
+def test_yaml_file_own_keys_and_mindwatch_section(tmp_path: Path) -> None:
+    own = tmp_path / "own.yaml"
+    own.write_text("logdir: runs/x\ncollect_freq: 4\nhparams: {lr: 0.1}\n")
+    assert MonitorConfig.from_yaml(own).collect_freq == 4
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("model: {}\nmindwatch:\n  print_every: 7\n")
+    assert MonitorConfig.from_any(nested).print_every == 7
+
+
+def test_bad_yaml_names_the_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("logdir: runs\nflush_secs: [1, 2\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml' is not valid YAML at line 3"):
+        MonitorConfig.from_yaml(bad)
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        MonitorConfig.from_yaml(tmp_path / "missing.yaml")
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        MonitorConfig.from_yaml(listed)
+
+
+def test_mindformers_documented_example_maps_to_equivalent_settings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        config = MonitorConfig.from_yaml(FIXTURES / "mindformers_monitor_example.yaml")
+    assert config.logdir == "worker/tensorboard"
+    assert config.collect_freq == 1
+    assert config.print_every == 1
+    assert config.checkpoint.prefix == "llama2_7b"
+    assert config.checkpoint.save_checkpoint_steps == 100
+    assert config.checkpoint.keep_checkpoint_max == 3
+    assert config.hparams == {
+        "seed": 0,
+        "batch_size": 8,
+        "epochs": 2,
+        "optimizer": "AdamW",
+        "learning_rate": 1e-4,
+    }
+    # Keys that mean nothing here are reported once, with the reason, never dropped silently.
+    (warning,) = [
+        r.getMessage() for r in caplog.records if "accepted but not used" in r.getMessage()
+    ]
+    for key in (
+        "monitor_config.dump_path",
+        "monitor_config.device_local_norm_format",
+        "monitor_config.target",
+        "tensorboard.tensorboard_queue_size",
+        "callbacks.1 (CheckpointMonitor).integrated_save",
+    ):
+        assert key in warning
+    assert "monitor_config.weight_state_format" not in warning  # null: nothing asked for
+
+
+def test_mindformers_sections_are_validated(tmp_path: Path) -> None:
+    bad = tmp_path / "mf.yaml"
+    bad.write_text("monitor_config:\n  monitor_on: True\n  step_interval: 0\n")
+    with pytest.raises(ConfigError, match=r"monitor_config\.step_interval = 0: must be >= 1"):
+        MonitorConfig.from_yaml(bad)
+    bad.write_text("callbacks:\n  type: MFLossMonitor\n")
+    with pytest.raises(ConfigError, match="callbacks: must be a list"):
+        MonitorConfig.from_yaml(bad)
+    bad.write_text("callbacks:\n  - per_print_times: 3\n")
+    with pytest.raises(ConfigError, match=r"callbacks\.0: each callback needs a 'type:' key"):
+        MonitorConfig.from_yaml(bad)
+    bad.write_text("callbacks:\n  - type: MindWatchMonitor\n    flush_sec: 3\n")
+    with pytest.raises(ConfigError, match="did you mean 'flush_secs'"):
+        MonitorConfig.from_yaml(bad)
+    off = {"monitor_config": {"monitor_on": False, "step_interval": 5}}
+    assert MonitorConfig.from_any(str(_yaml(tmp_path, off))).collect_freq == 1
+    assert "ignored because monitor_on is off" in mindformers_notes(off)[0]
+
+
+def _yaml(tmp_path: Path, data: dict[str, object]) -> Path:
+    path = tmp_path / "data.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    return path
+
+
+def test_run_name_makes_a_named_unique_folder(tmp_path: Path) -> None:
+    config = {
+        "logdir": str(tmp_path),
+        "run_name": "bert 微调",
+        "print_every": 0,
+        "hparams": {"lr": 0.001, "bs": 32},
+        "name_hparams": ["lr", "bs"],
+    }
+    with mindwatch.Monitor(config=config) as first, mindwatch.Monitor(config=config) as second:
+        pass
+    for mon in (first, second):
+        assert mon.logdir.parent == tmp_path
+        stamp, *rest = mon.logdir.name.split("_")
+        assert len(stamp) == 15
+        assert "_".join(rest).startswith("bert_lr-0.001_bs-32") or "_".join(rest).startswith(
+            "bert-"
+        )
+        assert mon.logdir.name.isascii()
+    assert first.logdir != second.logdir
+
+
+def test_collect_freq_records_every_nth_step_with_honest_timing(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 0, "collect_freq": 5}) as mon:
+        for step in range(1, 21):
+            mon.log_step(step, loss=float(step), samples=10)
+    read = scalars(tmp_path)
+    assert [s for s, _ in read["train/loss"]] == [5, 10, 15, 20]
+    for (_, ms), (_, sps) in zip(read["perf/step_time_ms"], read["perf/samples_per_s"]):
+        assert sps == pytest.approx(10 * 1000 / ms, rel=1e-5)  # per step, over 5 steps
+
+
+def test_mindformers_tag_style_writes_their_names_and_vs_samples_twins(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 0, "tag_style": "mindformers"}) as mon:
+        for step in range(1, 4):
+            mon.log_step(step, loss=0.5, lr=0.01, grad_norm=1.0, samples=8, loss_scale=1024.0)
+    read = scalars(tmp_path)
+    assert read["loss"] == [(1, 0.5), (2, 0.5), (3, 0.5)]
+    assert [v for _, v in read["learning-rate"]] == pytest.approx([0.01] * 3)
+    assert read["batch-size"] == [(1, 8.0), (2, 8.0), (3, 8.0)]
+    assert [s for s, _ in read["loss vs samples"]] == [8, 16, 24]
+    for tag in ("grad-norm", "loss-scale", "iteration-time", "throughput", "throughput vs samples"):
+        assert tag in read
+    assert "train/loss" in read  # the mindwatch names stay, for mindwatch's own tools
+
+
+def test_monitor_takes_a_yaml_path(tmp_path: Path) -> None:
+    path = tmp_path / "monitor.yaml"
+    path.write_text(f"logdir: {tmp_path / 'run'}\nprint_every: 0\n")
+    with mindwatch.Monitor(config=str(path)) as mon:
+        mon.log_step(1, loss=1.0)
+    assert mon.logdir == tmp_path / "run"
