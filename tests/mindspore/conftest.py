@@ -10,6 +10,8 @@ import pytest
 
 os.environ.setdefault("GLOG_v", "3")
 ms = pytest.importorskip("mindspore")
+# Once, before any kernel runs: MindSpore refuses set_device after that.
+ms.set_device("CPU")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -22,7 +24,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def mode(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the test in GRAPH and in PyNative mode (restored afterwards)."""
     previous = ms.get_context("mode")
-    ms.set_device("CPU")
     ms.set_context(mode=ms.GRAPH_MODE if request.param == "graph" else ms.PYNATIVE_MODE)
     yield str(request.param)
     ms.set_context(mode=previous)
