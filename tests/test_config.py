@@ -199,3 +199,22 @@ def test_monitor_takes_a_yaml_path(tmp_path: Path) -> None:
     with mindwatch.Monitor(config=str(path)) as mon:
         mon.log_step(1, loss=1.0)
     assert mon.logdir == tmp_path / "run"
+
+
+def test_perplexity_and_tokens_per_sample(tmp_path: Path) -> None:
+    import math
+
+    from mindwatch.metrics.derived import perplexity
+
+    assert perplexity(1000.0) == math.inf
+    assert math.isnan(perplexity(math.nan))
+    config = {"print_every": 0, "perplexity": True, "tokens_per_sample": 128}
+    with mindwatch.Monitor(tmp_path, config) as mon:
+        for step in (1, 2):
+            mon.log_step(step, loss=2.0, samples=4)
+        mon.log_eval(2, loss=1.0)
+    read = scalars(tmp_path)
+    assert [v for _, v in read["train/perplexity"]] == pytest.approx([math.exp(2.0)] * 2)
+    assert read["eval/perplexity"] == [(2, pytest.approx(math.e))]
+    for (_, sps), (_, tps) in zip(read["perf/samples_per_s"], read["perf/tokens_per_s"]):
+        assert tps == pytest.approx(128 * sps, rel=1e-5)

@@ -125,6 +125,18 @@ class MonitorConfig(BaseModel):
         "plain line every print_every steps; 'auto': a bar on a terminal when the total "
         "is known, lines otherwise; 'off': print nothing.",
     )
+    perplexity: bool = Field(
+        default=False,
+        description="Language models: also write train/perplexity = exp(train/loss) and "
+        "eval/perplexity = exp(eval/loss); the loss must be the mean token cross-entropy "
+        "in nats.",
+    )
+    tokens_per_sample: Optional[int] = Field(
+        default=None,
+        ge=1,
+        description="Tokens in each sample (the sequence length), so perf/tokens_per_s is "
+        "written from the samples per step the MindSpore callback knows (the batch size).",
+    )
     tag_style: Literal["mindwatch", "mindformers"] = Field(
         default="mindwatch",
         description="'mindwatch': namespaced tags (train/loss, train/lr, perf/...); "

@@ -26,6 +26,7 @@ from mindwatch.config import MonitorConfig
 from mindwatch.events import EventFileWriter, lifecycle
 from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
 from mindwatch.events.writer import PathLike, WriterStats
+from mindwatch.metrics.derived import perplexity
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.tags import MINDFORMERS_TAGS, TAGS, eval_tag, tag_for
 from mindwatch.metrics.timing import StepClock
@@ -38,6 +39,7 @@ __all__ = ["Monitor"]
 log = logging.getLogger(__name__)
 
 _LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
+_PERPLEXITY = TAGS["perplexity"]
 _STEP_TIME, _SAMPLES, _TOKENS = TAGS["step_time_ms"], TAGS["samples_per_s"], TAGS["tokens_per_s"]
 
 
@@ -165,6 +167,8 @@ class Monitor:
         self.nonfinite: dict[str, int] = {}
         self._tags: dict[str, str] = {}
         self._every = cfg.collect_freq
+        self._perplexity = cfg.perplexity
+        self._tokens_per_sample = cfg.tokens_per_sample
         self._mindformers_tags = cfg.tag_style == "mindformers"
         self.last_step: Optional[int] = None
         self.steps_logged = 0
@@ -225,7 +229,10 @@ class Monitor:
         values: list[tuple[str, float]] = []
         append = values.append
         if loss is not None:
-            append((_LOSS, loss if type(loss) is float else _number("loss", loss)))
+            loss = loss if type(loss) is float else _number("loss", loss)
+            append((_LOSS, loss))
+            if self._perplexity:
+                append((_PERPLEXITY, perplexity(loss)))
         if lr is not None:
             append((_LR, lr if type(lr) is float else _number("lr", lr)))
         if grad_norm is not None:
@@ -248,6 +255,8 @@ class Monitor:
             append((_STEP_TIME, seconds * 1000.0 / steps))
             if samples is not None:
                 append((_SAMPLES, _number("samples", samples) * steps / seconds))
+            if tokens is None and samples is not None and self._tokens_per_sample:
+                tokens = _number("samples", samples) * self._tokens_per_sample
             if tokens is not None:
                 append((_TOKENS, _number("tokens", tokens) * steps / seconds))
         for tag, value in values:
@@ -282,6 +291,8 @@ class Monitor:
         """Log evaluation results at ``step`` as ``eval/<name>`` (e.g. ``loss=0.3, acc=0.9``)."""
         step = _step(step)
         values = [(eval_tag(key), _number(key, value)) for key, value in metrics.items()]
+        if self._perplexity and "loss" in metrics:
+            values.append(("eval/perplexity", perplexity(_number("loss", metrics["loss"]))))
         for tag, value in values:
             if not math.isfinite(value):
                 self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1

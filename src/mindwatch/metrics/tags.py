@@ -9,6 +9,7 @@ TAGS = {
     "loss": "train/loss",
     "lr": "train/lr",
     "grad_norm": "train/grad_norm",
+    "perplexity": "train/perplexity",
     "step_time_ms": "perf/step_time_ms",
     "samples_per_s": "perf/samples_per_s",
     "tokens_per_s": "perf/tokens_per_s",
