@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
-from typing import Optional
+import time
+from pathlib import Path
+from typing import Any, Optional
 
 import click
 
 from mindwatch._version import __version__
+from mindwatch.tools import runs as runtools
 
 __all__ = ["main"]
 
@@ -58,6 +62,152 @@ def _no_mindspore(exc: Optional[BaseException]) -> str:
         "`pip install 'mindwatch[mindspore]'` (CPU build from PyPI), or install the "
         "MindSpore build that matches your CANN version on Ascend."
     )
+
+
+def _max_size(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[int]:
+    if value is None:
+        return None
+    try:
+        return runtools.parse_size(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a size; use e.g. 500M, 2G, 1.5GiB, 10MB or plain bytes like "
+            "1048576 (K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB of 1000)",
+            ctx,
+            param,
+        ) from None
+
+
+@main.command("runs")
+@click.argument("root", type=click.Path(path_type=Path))
+@click.option(
+    "--keep",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Keep the N newest runs; mark older ones.",
+)
+@click.option(
+    "--max-size",
+    metavar="SIZE",
+    callback=_max_size,
+    help="Mark the oldest runs until the kept ones total at most SIZE (500M, 2G, 1.5GiB).",
+)
+@click.option(
+    "--active-secs",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    default=runtools.DEFAULT_ACTIVE_SECS,
+    show_default=True,
+    help="A run with a file changed this recently is never deleted.",
+)
+@click.option("--yes", is_flag=True, help="Delete the marked runs (default: only show them).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@click.pass_context
+def runs_command(
+    ctx: click.Context,
+    *,
+    root: Path,
+    keep: Optional[int],
+    max_size: Optional[int],
+    active_secs: float,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """List the runs below ROOT, and prune old ones with --keep and/or --max-size.
+
+    Dry run unless --yes. Runs still running, or with a file changed in the last
+    --active-secs, are never deleted. Exit status: 0 fine (nothing to prune, or pruned),
+    1 runs would be deleted (dry run), 2 bad input or a deletion failed.
+    """
+    from rich.console import Console
+
+    if not root.exists():
+        raise click.BadParameter(
+            f"'{root}' does not exist; pass the folder that holds the run folders "
+            "(the --logdir of your training, e.g. ./runs)",
+            param_hint="ROOT",
+        )
+    if not root.is_dir():
+        raise click.BadParameter(
+            f"'{root}' is a file, not a folder; pass the folder that holds the run folders",
+            param_hint="ROOT",
+        )
+    if yes and keep is None and max_size is None:
+        raise click.UsageError("--yes deletes by a policy: add --keep N and/or --max-size SIZE")
+    now = time.time()
+    found = runtools.find_runs(root.absolute(), active_secs=active_secs, now=now)
+    policy = keep is not None or max_size is not None
+    runtools.plan(found, keep=keep, max_size=max_size)
+    marked = [run for run in found if run.delete]
+    failed: dict[str, str] = {}
+    if yes:
+        for run in marked:
+            error = runtools.delete_run(root, run)
+            if error:
+                failed[run.name] = error
+    if as_json:
+        data = runtools.runs_json(found, now=now)
+        if yes:
+            for item in data:
+                item["deleted"] = item["delete"] and item["name"] not in failed
+                item["error"] = failed.get(item["name"])
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        console = Console(highlight=False, markup=False, emoji=False)
+        table = runtools.runs_table(found, now=now, with_action=policy)
+        if console.is_terminal:
+            console.print(table)
+        else:  # a pipe or a file: plain text, rows never wrapped, no trailing blanks
+            console.width = 1000
+            with console.capture() as captured:
+                console.print(table)
+            click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+        _print_summary(console, found, marked, failed, yes=yes, policy=policy, max_size=max_size)
+    for name, error in failed.items():
+        click.echo(
+            f"mindwatch runs: could not delete {name}: {error} (fix that and run again, "
+            "or delete the folder by hand)",
+            err=True,
+        )
+    ctx.exit(2 if failed else 1 if marked and not yes else 0)
+
+
+def _print_summary(
+    console: Any,
+    found: list[runtools.Run],
+    marked: list[runtools.Run],
+    failed: dict[str, str],
+    *,
+    yes: bool,
+    policy: bool,
+    max_size: Optional[int],
+) -> None:
+    active = sum(run.active for run in found)
+    total = sum(run.size for run in found)
+    console.print(
+        f"{len(found)} run{'s' if len(found) != 1 else ''}, {runtools.format_size(total)}"
+        + (f"; {active} active (never deleted)" if active else "")
+    )
+    freed = sum(run.size for run in marked if run.name not in failed)
+    if marked and not yes:
+        console.print(
+            f"Would delete {len(marked)} run(s), freeing {runtools.format_size(freed)}. "
+            "Add --yes to delete them."
+        )
+    elif marked:
+        for run in marked:
+            if run.name not in failed:
+                console.print(f"deleted {run.name} ({runtools.format_size(run.size)})")
+        done = len(marked) - len(failed)
+        console.print(f"Deleted {done} run(s), freed {runtools.format_size(freed)}.")
+    elif policy:
+        console.print("Nothing to delete.")
+    kept = total - sum(run.size for run in marked)
+    if max_size is not None and kept > max_size:
+        console.print(
+            f"The kept runs total {runtools.format_size(kept)}, still over --max-size "
+            f"{runtools.format_size(max_size)}: the rest is active and never deleted."
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

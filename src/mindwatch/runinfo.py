@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunInfo", "package_versions"]
+__all__ = ["RunInfo", "package_versions", "process_alive"]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def _alive(pid: Any) -> bool:
+def process_alive(pid: Any) -> bool:
+    """True if a process with this pid exists on this host."""
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:
@@ -115,7 +116,7 @@ class RunInfo:
         for attempt in attempts:
             if isinstance(attempt, dict) and attempt.get("status") == "running":
                 same_host = attempt.get("host") == socket.gethostname()
-                if same_host and not _alive(attempt.get("pid")):
+                if same_host and not process_alive(attempt.get("pid")):
                     attempt["status"] = "crashed"
         return [a for a in attempts if isinstance(a, dict)]
 
