@@ -155,3 +155,28 @@ def test_live_tensorboard_shows_hparams_session_and_config_text(
     (text,) = _get(f"{tensorboard_url}/data/plugin/text/text?{query}")
     assert "Effective mindwatch configuration" in text["text"]
     assert "flush_secs" in text["text"]
+
+
+def test_live_tensorboard_shows_targeted_layer_norms_and_histograms(
+    tensorboard_url: str, demo_root: Path
+) -> None:
+    tags = _wait_for_tags(tensorboard_url, {"layers/grad_norm/0.weight"})
+    run_name = next(demo_root.iterdir()).name
+    layers = sorted(t for t in tags[run_name] if t.startswith("layers/grad_norm/"))
+    # The demo targets the first and the last layer only.
+    assert layers == [f"layers/grad_norm/{p}" for p in ("0.bias", "0.weight", "4.bias", "4.weight")]
+    query = urllib.parse.urlencode({"run": run_name, "tag": "layers/grad_norm/0.weight"})
+    points = _get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")
+    assert [p[1] for p in points] == list(range(10, 121, 10))
+
+    for plugin in ("histograms", "distributions"):
+        listed = _get(f"{tensorboard_url}/data/plugin/{plugin}/tags")[run_name]
+        assert sorted(listed) == sorted(
+            f"{kind}/{p}"
+            for kind in ("gradients", "parameters")
+            for p in ("0.bias", "0.weight", "4.bias", "4.weight")
+        )
+    query = urllib.parse.urlencode({"run": run_name, "tag": "gradients/4.weight"})
+    histograms = _get(f"{tensorboard_url}/data/plugin/histograms/histograms?{query}")
+    assert [h[1] for h in histograms] == [50, 100]  # every 50 steps, as configured
+    assert all(len(h[2]) > 0 for h in histograms)  # buckets: [left, right, count]

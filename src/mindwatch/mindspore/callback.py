@@ -53,6 +53,7 @@ from mindwatch.config import MonitorConfig
 from mindwatch.events.lifecycle import EXIT_TIMEOUT_SECS
 from mindwatch.events.writer import PathLike
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
+from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
 from mindwatch.monitor import Monitor
 
@@ -180,6 +181,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._start_step = 0
         self._step_offset: Optional[int] = None
         self._warned: set[str] = set()
+        self._layers = LayerRecorder(self.config)
 
     def _new_monitor(self) -> Monitor:
         config, logdir = self.config, self._base_logdir
@@ -214,6 +216,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             "batch size", lambda: cb.get("train_dataset").get_batch_size()
         )
         self._loss_net = getattr(cb.get("train_network"), "network", None)
+        self._layers.begin(cb.get("train_network"), cb.get("network"))
         self._start_step = int(cb.get("cur_step_num") or 0)
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
@@ -271,6 +274,19 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         except Exception as exc:  # monitoring must never take training down
             self._warn_once("step", f"could not read the step number: {exc!r}")
             return
+        if self._layers.active:
+            histograms = self._layers.histograms_due(step)
+            self._guarded(
+                "layer metrics",
+                lambda: self._layers.record(
+                    self.monitor,
+                    step,
+                    cb.get("net_outputs"),
+                    histograms=histograms,
+                    loss_net=self._loss_net,
+                    batch=cb.get("train_dataset_element"),
+                ),
+            )
         every = self.config.collect_freq
         if every > 1 and step % every:
             self._maybe_evaluate(step)  # collect_freq: nothing is read on this step
@@ -293,6 +309,23 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self.eval_every and step >= self._next_eval:
             self._next_eval = (step // self.eval_every + 1) * self.eval_every
             self._evaluate(step)
+
+    def on_train_epoch_end(self, run_context: Any) -> None:
+        cb = run_context.original_args()
+        epoch = int(cb.get("cur_epoch_num") or 0)
+        if self._layers.active and self._layers.epoch_histograms_due(epoch):
+            step = self.monitor.last_step or 0
+            self._guarded(
+                "histograms",
+                lambda: self._layers.record(
+                    self.monitor,
+                    step,
+                    None,
+                    histograms=True,
+                    loss_net=self._loss_net,
+                    batch=cb.get("train_dataset_element"),
+                ),
+            )
 
     def on_eval_end(self, run_context: Any) -> None:
         self._guarded("evaluation results", lambda: self._eval_end(run_context.original_args()))

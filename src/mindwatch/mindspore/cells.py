@@ -63,6 +63,11 @@ class TrainOneStepWithGradNormCell(nn.TrainOneStepCell):  # type: ignore[misc]
             (clip by global norm, the rule of ``ops.clip_by_global_norm``) before the
             optimizer; the returned norm is the one before clipping.
         sens: loss scale for the backward pass, as in ``nn.TrainOneStepCell``.
+        layer_norms: also return the squared norm of every gradient, in the order of
+            ``self.weights``, as one 1-d tensor: ``(loss, grad_norm, squared_norms)``.
+            They are the terms the global norm already sums, so the graph does no
+            extra arithmetic; ``TrainingMonitor`` reads them only on the steps that
+            record ``layers/grad_norm/<param>``.
 
     Use with ``Model(TrainOneStepWithGradNormCell(loss_net, opt))`` (no ``loss_fn``).
     """
@@ -74,8 +79,10 @@ class TrainOneStepWithGradNormCell(nn.TrainOneStepCell):  # type: ignore[misc]
         *,
         clip_grad_norm: Optional[float] = None,
         sens: float = 1.0,
+        layer_norms: bool = False,
     ) -> None:
         super().__init__(network, optimizer, sens=sens)
+        self.layer_norms = bool(layer_norms)
         if clip_grad_norm is not None and not float(clip_grad_norm) > 0:
             raise ValueError(f"clip_grad_norm must be > 0, got {clip_grad_norm!r}")
         self.hyper_map = ops.HyperMap()
@@ -92,9 +99,12 @@ class TrainOneStepWithGradNormCell(nn.TrainOneStepCell):  # type: ignore[misc]
         else:
             grads = self.grad_no_sens(self.network, self.weights)(*inputs)
         grads = self.grad_reducer(grads)
-        grad_norm = ops.sqrt(ops.addn(self.hyper_map(self.square_sum, grads)))
+        square_sums = self.hyper_map(self.square_sum, grads)
+        grad_norm = ops.sqrt(ops.addn(square_sums))
         if self.clip:
             coef = self.clip_norm / ops.maximum(grad_norm, self.clip_norm)
             grads = self.hyper_map(ops.partial(_scale, coef), grads)
         loss = ops.depend(loss, self.optimizer(grads))
+        if self.layer_norms:
+            return loss, grad_norm, ops.stack(square_sums)
         return loss, grad_norm

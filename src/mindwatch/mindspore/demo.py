@@ -2,8 +2,9 @@
 
 An MLP classifier (64-128-128-10) learns ten Gaussian clusters made in memory, under
 ``Model.train`` with :class:`TrainingMonitor` and
-:class:`TrainOneStepWithGradNormCell`, a warmup + cosine learning-rate schedule and a
-validation loss every 100 steps. It runs on CPU in seconds.
+:class:`TrainOneStepWithGradNormCell`, a warmup + cosine learning-rate schedule, a
+validation loss every 100 steps, per-layer norms of the first and last layer every 10
+steps and their parameter and gradient histograms every 50. It runs on CPU in seconds.
 """
 
 from __future__ import annotations
@@ -138,7 +139,9 @@ def run_demo(
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     schedule = WarmupCosineLR(0.05, warmup=max(steps // 10, 1), total=steps)
     optimizer = nn.Momentum(net.trainable_params(), learning_rate=schedule, momentum=0.9)
-    train_cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss_fn), optimizer)
+    train_cell = TrainOneStepWithGradNormCell(
+        nn.WithLossCell(net, loss_fn), optimizer, layer_norms=True
+    )
     hparams = {
         "model": f"mlp-{FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES}",
         "base_lr": 0.05,
@@ -146,8 +149,18 @@ def run_demo(
         "momentum": 0.9,
         "seed": seed,
     }
+    config = {
+        "logdir": str(run_dir),
+        "print_every": print_every,
+        "hparams": hparams,
+        # the first and the last layer: per-layer norms every 10 steps, histograms every 50
+        "target": [r"^0\.", r"^4\."],
+        "layer_norms_every": 10,
+        "param_norm_every": 10,
+        "histogram_every_steps": 50,
+    }
     monitor = TrainingMonitor(
-        {"logdir": str(run_dir), "print_every": print_every, "hparams": hparams},
+        config,
         eval_dataset=make_dataset(512, batch_size, seed + 1),
         eval_every=100,
     )

@@ -1,0 +1,161 @@
+"""Per-layer norms, the global parameter norm and histograms, on recorded steps only.
+
+Everything here runs only on the steps the config asks for (``layer_norms_every``,
+``param_norm_every``, ``histogram_every_steps`` / ``histogram_interval``); any other
+step pays one integer comparison per setting. What each recorded step costs:
+
+* ``layers/param_norm/<param>`` and ``train/param_norm``: one device-to-host copy of
+  the chosen (all, for the global norm) parameters and a float64 norm on the host;
+* ``layers/grad_norm/<param>``: one copy of a vector of squared norms that
+  :class:`~mindwatch.mindspore.cells.TrainOneStepWithGradNormCell` (``layer_norms=
+  True``) computes every step anyway, as the terms of the global norm;
+* parameter histograms: a copy of each chosen parameter; bucketing runs on the writer's
+  thread;
+* gradient histograms: one extra forward and backward pass of the step's batch, at the
+  weights after that step's update (the applied gradients are gone by then: keeping
+  them would double the parameter memory and put them into every checkpoint). Under
+  data parallelism they are this rank's local gradients. In dataset sink mode, where
+  the callback never sees the batch, they are skipped with one warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import numpy as np
+
+from mindwatch.config import MonitorConfig
+from mindwatch.metrics.selection import select_names
+from mindwatch.monitor import Monitor
+
+__all__ = ["LayerRecorder"]
+
+log = logging.getLogger(__name__)
+
+
+def _due(step: int, every: Optional[int]) -> bool:
+    return every is not None and step % every == 0
+
+
+class LayerRecorder:
+    """Records the per-parameter views of one training run into a Monitor."""
+
+    def __init__(self, config: MonitorConfig) -> None:
+        self.config = config
+        self._names: list[str] = []
+        self._params: list[Any] = []
+        self._chosen: list[int] = []
+        self._weights_order: list[str] = []
+        self._grad_fn: Any = None
+        self._warned: set[str] = set()
+
+    @property
+    def active(self) -> bool:
+        c = self.config
+        every = (c.layer_norms_every, c.param_norm_every)
+        return any(every) or bool(c.histogram_interval or c.histogram_every_steps)
+
+    def begin(self, train_network: Any, network: Any = None) -> None:
+        """Learn the model's parameters (at train begin).
+
+        They are the weights the train cell optimizes (``train_network.weights``), or the
+        network's trainable parameters: not ``train_network.trainable_params()``, which
+        also holds the optimizer's state (moments, step counter, learning rate).
+        """
+        weights = getattr(train_network, "weights", None)
+        if weights is not None:
+            self._params = list(weights)
+        elif network is not None:
+            self._params = list(network.trainable_params())
+        else:
+            return
+        self._names = [p.name for p in self._params]
+        self._chosen = select_names(self._names, self.config.target, self.config.invert)
+        self._weights_order = [w.name for w in weights] if weights is not None else []
+        if self.active and not self._chosen:
+            self._warn(
+                "target",
+                f"target {self.config.target} (invert={self.config.invert}) matches none "
+                f"of the {len(self._names)} parameters",
+            )
+
+    def histograms_due(self, step: int) -> bool:
+        return _due(step, self.config.histogram_every_steps)
+
+    def epoch_histograms_due(self, epoch: int) -> bool:
+        return _due(epoch, self.config.histogram_interval)
+
+    def record(
+        self,
+        monitor: Monitor,
+        step: int,
+        outputs: Any,
+        *,
+        histograms: bool,
+        loss_net: Any = None,
+        batch: Any = None,
+    ) -> None:
+        """Write what is due at ``step`` (``outputs``: the train cell's outputs)."""
+        c = self.config
+        scalars: dict[str, float] = {}
+        if _due(step, c.layer_norms_every):
+            for i in self._chosen:
+                scalars[f"layers/param_norm/{self._names[i]}"] = _norm(self._params[i])
+            scalars.update(self._grad_norms(outputs))
+        if _due(step, c.param_norm_every):
+            total = sum(_norm(p) ** 2 for p in self._params)
+            scalars["train/param_norm"] = float(np.sqrt(total))
+        if scalars:
+            monitor.log_scalars(step, scalars)
+        if histograms:
+            self._histograms(monitor, step, loss_net, batch)
+
+    def _grad_norms(self, outputs: Any) -> dict[str, float]:
+        if not (isinstance(outputs, (tuple, list)) and len(outputs) >= 3):
+            self._warn(
+                "grad_norm",
+                "layers/grad_norm needs TrainOneStepWithGradNormCell(..., layer_norms=True); "
+                "only layers/param_norm is written",
+            )
+            return {}
+        squares = np.asarray(outputs[2].asnumpy(), dtype=np.float64).reshape(-1)
+        position = {name: i for i, name in enumerate(self._weights_order)}
+        out = {}
+        for i in self._chosen:
+            j = position.get(self._names[i])
+            if j is not None and j < squares.size:
+                out[f"layers/grad_norm/{self._names[i]}"] = float(np.sqrt(squares[j]))
+        return out
+
+    def _histograms(self, monitor: Monitor, step: int, loss_net: Any, batch: Any) -> None:
+        kinds = self.config.histograms_of
+        chosen = [self._params[i] for i in self._chosen]
+        if "parameters" in kinds:
+            for param in chosen:
+                monitor.log_histogram(f"parameters/{param.name}", param.asnumpy(), step)
+        if "gradients" in kinds and chosen:
+            if loss_net is None or not batch:
+                self._warn(
+                    "grad_hist",
+                    "gradient histograms need the step's batch, which MindSpore does not "
+                    "pass to callbacks in dataset sink mode; only parameters are shown",
+                )
+                return
+            import mindspore as ms
+
+            if self._grad_fn is None:
+                self._grad_fn = ms.value_and_grad(loss_net, None, chosen)
+            _, grads = self._grad_fn(*batch)
+            for param, grad in zip(chosen, grads):
+                monitor.log_histogram(f"gradients/{param.name}", grad.asnumpy(), step)
+
+    def _warn(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("mindwatch: %s", message)
+
+
+def _norm(param: Any) -> float:
+    data = np.asarray(param.asnumpy(), dtype=np.float64).reshape(-1)
+    return float(np.sqrt(np.dot(data, data)))
