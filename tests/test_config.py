@@ -97,6 +97,10 @@ def test_mindformers_documented_example_maps_to_equivalent_settings(
         config = MonitorConfig.from_yaml(FIXTURES / "mindformers_monitor_example.yaml")
     assert config.logdir == "worker/tensorboard"
     assert config.collect_freq == 1
+    assert config.target == ["layers.0", "layers.1"]
+    assert config.layer_norms_every == 1  # local_norm_format asks for per-layer grad norms
+    assert config.param_norm_every is None  # weight_state_format: null
+    assert not config.optimizer_state_norms
     assert config.print_every == 1
     assert config.checkpoint.prefix == "llama2_7b"
     assert config.checkpoint.save_checkpoint_steps == 100
@@ -115,12 +119,13 @@ def test_mindformers_documented_example_maps_to_equivalent_settings(
     for key in (
         "monitor_config.dump_path",
         "monitor_config.device_local_norm_format",
-        "monitor_config.target",
+        "monitor_config.local_loss_format",
         "tensorboard.tensorboard_queue_size",
         "callbacks.1 (CheckpointMonitor).integrated_save",
     ):
         assert key in warning
     assert "monitor_config.weight_state_format" not in warning  # null: nothing asked for
+    assert "monitor_config.target" not in warning  # used
 
 
 def test_mindformers_sections_are_validated(tmp_path: Path) -> None:
@@ -140,6 +145,17 @@ def test_mindformers_sections_are_validated(tmp_path: Path) -> None:
     off = {"monitor_config": {"monitor_on": False, "step_interval": 5}}
     assert MonitorConfig.from_any(str(_yaml(tmp_path, off))).collect_freq == 1
     assert "ignored because monitor_on is off" in mindformers_notes(off)[0]
+    on = {
+        "monitor_config": {
+            "monitor_on": True,
+            "step_interval": 50,
+            "weight_state_format": "log",
+            "optimizer_state_format": ["tensorboard"],
+        }
+    }
+    config = MonitorConfig.from_any(str(_yaml(tmp_path, on)))
+    assert (config.param_norm_every, config.layer_norms_every) == (50, 50)
+    assert config.optimizer_state_norms
 
 
 def _yaml(tmp_path: Path, data: dict[str, object]) -> Path:

@@ -146,6 +146,14 @@ class MonitorConfig(BaseModel):
         "TrainOneStepWithGradNormCell(layer_norms=True). Other steps do no extra work "
         "(None: off).",
     )
+    optimizer_state_norms: bool = Field(
+        default=False,
+        description="With layer_norms_every: also write the L2 norm of the optimizer's "
+        "state per chosen parameter, layers/adam_m_norm/<param> and "
+        "layers/adam_v_norm/<param> (Adam, AdamWeightDecay, Lamb) or "
+        "layers/momentum_norm/<param> (Momentum), like MindFormers' "
+        "optimizer_state_format. Costs a host copy of that state on recorded steps.",
+    )
     param_norm_every: Optional[int] = Field(
         default=None,
         ge=1,

@@ -8,6 +8,10 @@ MindFormers                                 mindwatch
 ==========================================  ==========================================
 ``tensorboard.tensorboard_dir``             ``logdir`` (ranks > 0 get ``rank_<r>/``)
 ``monitor_config.step_interval``            ``collect_freq`` (when ``monitor_on``)
+``monitor_config.target`` / ``invert``      ``target`` / ``invert``
+``monitor_config.local_norm_format``        ``layer_norms_every`` = step_interval
+``monitor_config.weight_state_format``      ``param_norm_every`` = step_interval
+``monitor_config.optimizer_state_format``   ``optimizer_state_norms`` (+ the above)
 ``callbacks: MFLossMonitor.per_print_times``  ``print_every``
 ``callbacks: CheckpointMonitor``            ``checkpoint`` (prefix, save_checkpoint_steps,
                                             keep_checkpoint_max, directory)
@@ -50,11 +54,6 @@ _MONITOR_NOTES = {
     "device_local_norm_format": _ASCEND_ONLY,
     "max_attention_logit_format": _ASCEND_ONLY,
     "stable_rank_config": _NOT_YET,
-    "local_norm_format": _NOT_YET,
-    "target": _NOT_YET,
-    "invert": _NOT_YET,
-    "optimizer_state_format": _NOT_YET,
-    "weight_state_format": _NOT_YET,
     "throughput_baseline": _NOT_YET,
     "print_struct": _UNUSED,
     "check_for_global_norm": "MindFormers' fault-recovery hook; " + _UNUSED,
@@ -67,6 +66,13 @@ _TENSORBOARD_NOTES = {
     "log_loss_scale_to_tensorboard": _ALWAYS,
     "log_timers_to_tensorboard": _ALWAYS,
     "log_expert_load_to_tensorboard": _NOT_YET,
+}
+# monitor_config.*_format keys that ask for something mindwatch records, and how.
+_INTERVAL = object()  # "every step_interval steps"
+_FORMAT_KEYS: dict[str, dict[str, Any]] = {
+    "local_norm_format": {"layer_norms_every": _INTERVAL},  # layers/grad_norm/<param>
+    "weight_state_format": {"param_norm_every": _INTERVAL},  # train/param_norm
+    "optimizer_state_format": {"layer_norms_every": _INTERVAL, "optimizer_state_norms": True},
 }
 _CHECKPOINT_KEYS = ("prefix", "save_checkpoint_steps", "keep_checkpoint_max", "directory")
 
@@ -121,15 +127,25 @@ def _translate(
     monitor = _section(data, "monitor_config", source)
     tensorboard = _section(data, "tensorboard", source)
     on = bool(monitor.get("monitor_on", False))
+    interval = monitor.get("step_interval", 1) if on else None
     for key, value in monitor.items():
         if key == "monitor_on":
             continue
+        if not on:
+            notes.append(f"monitor_config.{key}: ignored because monitor_on is off")
+            continue
         if key == "step_interval":
-            if on:
-                fields["collect_freq"] = value
-                origins["collect_freq"] = "monitor_config.step_interval"
-            else:
-                notes.append("monitor_config.step_interval: ignored because monitor_on is off")
+            fields["collect_freq"] = value
+            origins["collect_freq"] = "monitor_config.step_interval"
+        elif key in ("target", "invert"):
+            if value is not None:
+                fields[key] = value
+                origins[key] = f"monitor_config.{key}"
+        elif key in _FORMAT_KEYS:
+            if value:  # None / [] ask for nothing
+                for name, setting in _FORMAT_KEYS[key].items():
+                    fields[name] = interval if setting is _INTERVAL else setting
+                    origins[name] = f"monitor_config.{key}"
         elif value not in (None, False, [], "") and key in _MONITOR_NOTES:
             notes.append(f"monitor_config.{key}: {_MONITOR_NOTES[key]}")
         elif key not in _MONITOR_NOTES:

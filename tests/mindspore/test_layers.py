@@ -107,3 +107,47 @@ def test_grad_norms_need_the_layer_norms_cell(
     tags = scalars(tmp_path)
     assert "layers/param_norm/0.weight" in tags
     assert not any(t.startswith("layers/grad_norm") for t in tags)
+
+
+def test_adam_moment_norms(tmp_path: Path) -> None:
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = make_network()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.Adam(net.trainable_params(), learning_rate=1e-3)
+    config = {
+        "print_every": 0,
+        "layer_norms_every": 5,
+        "optimizer_state_norms": True,
+        "target": [r"^2\.weight$"],
+    }
+    Model(net, loss, opt).train(
+        1,
+        make_dataset(10 * BATCH, BATCH, 0),
+        callbacks=[TrainingMonitor(logdir=tmp_path, config=config)],
+    )
+    read = scalars(tmp_path)
+    assert {t for t in read if t.startswith("layers/")} == {
+        "layers/param_norm/2.weight",
+        "layers/adam_m_norm/2.weight",
+        "layers/adam_v_norm/2.weight",
+    }
+    m = opt.moment1[2].asnumpy().astype(np.float64)
+    assert dict(read["layers/adam_m_norm/2.weight"])[10] == pytest.approx(
+        np.linalg.norm(m), rel=1e-6
+    )
+
+
+def test_the_seeds_tensorboard_callback(tmp_path: Path) -> None:
+    from mindwatch.mindspore import TensorBoard
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = make_network()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    model = Model(net, loss, nn.Momentum(net.trainable_params(), 0.05, 0.9))
+    callback = TensorBoard(tmp_path, histogram_interval=1, update_time=0.5, print_every=0)
+    assert callback.config.flush_secs == 0.5
+    model.train(2, make_dataset(5 * BATCH, BATCH, 0), callbacks=[callback])
+    acc = accumulator(tmp_path)
+    assert [h.step for h in acc.Histograms("parameters/0.weight")] == [5, 10]
+    assert [h.step for h in acc.Histograms("gradients/0.weight")] == [5, 10]
+    assert [e.step for e in acc.Scalars("train/loss")] == list(range(1, 11))

@@ -8,6 +8,8 @@ it, and an Ascend user's own MindSpore build is used as installed.
   ``Model.fit``.
 * :class:`TrainOneStepWithGradNormCell` - ``nn.TrainOneStepCell`` that also returns the
   global gradient norm, so ``train/grad_norm`` appears under ``Model.train``.
+* :class:`TensorBoard` - the seeds' ``TensorBoard(log_dir, histogram_interval,
+  update_time)`` callback, a thin front over ``TrainingMonitor``.
 * :func:`build_callbacks` - the callbacks a config describes (monitor, checkpoints), in
   the order that works.
 """
@@ -19,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mindwatch.mindspore.build import build_callbacks
-    from mindwatch.mindspore.callback import TrainingMonitor
+    from mindwatch.mindspore.callback import TensorBoard, TrainingMonitor
     from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 
-__all__ = ["TrainOneStepWithGradNormCell", "TrainingMonitor", "build_callbacks"]
+__all__ = ["TensorBoard", "TrainOneStepWithGradNormCell", "TrainingMonitor", "build_callbacks"]
 
 _LAZY = {
     "TrainingMonitor": "mindwatch.mindspore.callback",
+    "TensorBoard": "mindwatch.mindspore.callback",
     "TrainOneStepWithGradNormCell": "mindwatch.mindspore.cells",
     "build_callbacks": "mindwatch.mindspore.build",
 }

@@ -57,7 +57,7 @@ from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
 from mindwatch.monitor import Monitor
 
-__all__ = ["TrainingMonitor"]
+__all__ = ["TensorBoard", "TrainingMonitor"]
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             "batch size", lambda: cb.get("train_dataset").get_batch_size()
         )
         self._loss_net = getattr(cb.get("train_network"), "network", None)
-        self._layers.begin(cb.get("train_network"), cb.get("network"))
+        self._layers.begin(cb.get("train_network"), cb.get("network"), optimizer)
         self._start_step = int(cb.get("cur_step_num") or 0)
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
@@ -394,3 +394,35 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if key not in self._warned:
             self._warned.add(key)
             log.warning("mindwatch: %s", message)
+
+
+class TensorBoard(TrainingMonitor):
+    """The ``TensorBoard`` callback the seeds describe, which MindSpore does not ship.
+
+        model.train(epochs, ds, callbacks=[TensorBoard("runs/exp", histogram_interval=1)])
+
+    Args:
+        log_dir: the run folder.
+        histogram_interval: write parameter and gradient histograms every this many
+            epochs (None: none).
+        update_time: longest delay, in seconds, before logged values reach the disk.
+        **options: any other :class:`~mindwatch.MonitorConfig` key (``target``,
+            ``layer_norms_every``, ``collect_freq``, ...).
+
+    A thin front over :class:`TrainingMonitor`: same data, same files.
+    """
+
+    def __init__(
+        self,
+        log_dir: PathLike,
+        histogram_interval: Optional[int] = None,
+        update_time: float = 2.0,
+        **options: Any,
+    ) -> None:
+        config = {
+            "logdir": os.fspath(log_dir),
+            "histogram_interval": histogram_interval,
+            "flush_secs": update_time,
+            **options,
+        }
+        super().__init__(config)

@@ -29,7 +29,28 @@ from mindwatch.config import MonitorConfig
 from mindwatch.metrics.selection import select_names
 from mindwatch.monitor import Monitor
 
-__all__ = ["LayerRecorder"]
+__all__ = ["LayerRecorder", "optimizer_states"]
+
+# Optimizer state tuples, aligned with optimizer.parameters, and the tag each one gets.
+_STATES = (
+    (("moment1", "moments1", "exp_avg"), "adam_m_norm"),
+    (("moment2", "moments2", "exp_avg_sq"), "adam_v_norm"),
+    (("moments",), "momentum_norm"),
+)
+
+
+def optimizer_states(optimizer: Any) -> list[tuple[str, list[Any]]]:
+    """``[(tag kind, [state per parameter])]`` for the optimizer's per-parameter state."""
+    found = []
+    count = len(getattr(optimizer, "parameters", ()) or ())
+    for names, kind in _STATES:
+        for name in names:
+            state = getattr(optimizer, name, None)
+            if state is not None and len(state) == count:
+                found.append((kind, list(state)))
+                break
+    return found
+
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +70,7 @@ class LayerRecorder:
         self._weights_order: list[str] = []
         self._grad_fn: Any = None
         self._warned: set[str] = set()
+        self._states: list[tuple[str, dict[str, Any]]] = []
 
     @property
     def active(self) -> bool:
@@ -56,7 +78,7 @@ class LayerRecorder:
         every = (c.layer_norms_every, c.param_norm_every)
         return any(every) or bool(c.histogram_interval or c.histogram_every_steps)
 
-    def begin(self, train_network: Any, network: Any = None) -> None:
+    def begin(self, train_network: Any, network: Any = None, optimizer: Any = None) -> None:
         """Learn the model's parameters (at train begin).
 
         They are the weights the train cell optimizes (``train_network.weights``), or the
@@ -73,6 +95,18 @@ class LayerRecorder:
         self._names = [p.name for p in self._params]
         self._chosen = select_names(self._names, self.config.target, self.config.invert)
         self._weights_order = [w.name for w in weights] if weights is not None else []
+        self._states = []
+        if self.config.optimizer_state_norms and optimizer is not None:
+            names = [p.name for p in optimizer.parameters]
+            self._states = [
+                (kind, dict(zip(names, state))) for kind, state in optimizer_states(optimizer)
+            ]
+            if not self._states:
+                self._warn(
+                    "states",
+                    f"optimizer_state_norms: {type(optimizer).__name__} has no per-parameter "
+                    "moments mindwatch knows (Adam, AdamWeightDecay, Lamb, Momentum)",
+                )
         if self.active and not self._chosen:
             self._warn(
                 "target",
@@ -103,6 +137,11 @@ class LayerRecorder:
             for i in self._chosen:
                 scalars[f"layers/param_norm/{self._names[i]}"] = _norm(self._params[i])
             scalars.update(self._grad_norms(outputs))
+            for kind, states in self._states:
+                for i in self._chosen:
+                    state = states.get(self._names[i])
+                    if state is not None:
+                        scalars[f"layers/{kind}/{self._names[i]}"] = _norm(state)
         if _due(step, c.param_norm_every):
             total = sum(_norm(p) ** 2 for p in self._params)
             scalars["train/param_norm"] = float(np.sqrt(total))
