@@ -9,13 +9,17 @@ For each model size, the same compiled network is trained with:
   throughput every step; a progress line every 10 steps);
 * a naive callback that writes loss, lr and throughput with tensorboardX's
   ``SummaryWriter`` every step (what MindFormers' ``MFLossMonitor`` does);
-* and, for information, ``TrainOneStepWithGradNormCell`` + ``TrainingMonitor`` (a
-  different graph: the in-graph gradient norm costs graph time, not callback time).
+* for information, ``TrainOneStepWithGradNormCell`` + ``TrainingMonitor`` (a
+  different graph: the in-graph gradient norm costs graph time, not callback time);
+* ``TrainOneStepWithGradNormCell(layer_norms=True)`` + ``TrainingMonitor`` recording
+  per-layer norms, the parameter norm and histograms every 10 steps: its row shows the
+  steps that record nothing extra (they must cost what the row above costs); a line
+  below the table gives the cost of a recording step.
 
 Two measurements, because this shared 2-core machine drifts by +-15 % between runs of
 the very same configuration:
 
-* **in-callback time**: CPU time spent inside the callbacks per step (measured around
+* **in-callback time**: median CPU time spent inside the callbacks per step (measured around
   them, after waiting for the step's outputs, so the step's own device time is not
   charged to the first callback that reads the loss), as a share of the bare step:
   precise, but it misses the writer's background thread;
@@ -133,13 +137,18 @@ def quiet_stdout() -> Iterator[None]:
         yield
 
 
-def make_model(hidden: int, grad_norm: bool) -> Model:
+def make_model(hidden: int, cell: str) -> Model:
+    """``cell``: 'plain' (Model's own TrainOneStepCell), 'gradnorm', or 'layers'
+    (TrainOneStepWithGradNormCell with layer_norms=True)."""
     net = network(hidden)
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     opt = nn.Momentum(net.trainable_params(), 0.01, 0.9)
-    if grad_norm:
-        return Model(TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt))
-    return Model(net, loss, opt)
+    if cell == "plain":
+        return Model(net, loss, opt)
+    layer_norms = cell == "layers"
+    return Model(
+        TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt, layer_norms=layer_norms)
+    )
 
 
 class Timed(Callback):  # type: ignore[misc]
@@ -150,6 +159,7 @@ class Timed(Callback):  # type: ignore[misc]
         self.callbacks = callbacks
         self.seconds = 0.0
         self.steps = 0
+        self.per_step: list[tuple[int, float]] = []  # (step, seconds in the callbacks)
 
     def _each(self, hook: str, run_context: Any) -> None:
         for cb in self.callbacks:
@@ -174,8 +184,10 @@ class Timed(Callback):  # type: ignore[misc]
         (outputs[0] if isinstance(outputs, (tuple, list)) else outputs).asnumpy()
         t0 = _now()
         self._each("on_train_step_end", run_context)
-        self.seconds += _now() - t0
+        spent = _now() - t0
+        self.seconds += spent
         self.steps += 1
+        self.per_step.append((run_context.original_args().cur_step_num, spent))
 
     def on_train_epoch_end(self, run_context: Any) -> None:
         self._each("on_train_epoch_end", run_context)
@@ -206,12 +218,23 @@ def main() -> None:
         return str(root / f"run{next(counter)}")
 
     bare_name = "bare (no callbacks)"
-    configs: dict[str, tuple[bool, Callable[[int], list[Any]]]] = {
-        bare_name: (False, lambda b: []),
-        "MindSpore LossMonitor()": (False, lambda b: [LossMonitor()]),
-        "mindwatch TrainingMonitor()": (False, lambda b: [TrainingMonitor(logdir=folder())]),
-        "naive tensorboardX callback": (False, lambda b: [NaiveTensorBoardX(folder(), b)]),
-        "GradNorm cell + TrainingMonitor()": (True, lambda b: [TrainingMonitor(logdir=folder())]),
+    every = 10  # the per-layer configuration records norms and histograms every 10 steps
+    layers_name = f"layers cell + layer norms, histograms /{every}"
+    layer_config = {
+        "layer_norms_every": every,
+        "param_norm_every": every,
+        "histogram_every_steps": every,
+    }
+    configs: dict[str, tuple[str, Callable[[int], list[Any]]]] = {
+        bare_name: ("plain", lambda b: []),
+        "MindSpore LossMonitor()": ("plain", lambda b: [LossMonitor()]),
+        "mindwatch TrainingMonitor()": ("plain", lambda b: [TrainingMonitor(logdir=folder())]),
+        "naive tensorboardX callback": ("plain", lambda b: [NaiveTensorBoardX(folder(), b)]),
+        "GradNorm cell + TrainingMonitor()": (
+            "gradnorm",
+            lambda b: [TrainingMonitor(logdir=folder())],
+        ),
+        layers_name: ("layers", lambda b: [TrainingMonitor(layer_config, logdir=folder())]),
     }
     print(
         f"{args.rounds} rounds x {args.steps} steps per configuration, configurations "
@@ -219,14 +242,15 @@ def main() -> None:
     )
     for size in args.sizes.split(","):
         hidden, batch = SIZES[size]
-        plain, with_norm = make_model(hidden, False), make_model(hidden, True)
-        models = {name: with_norm if gn else plain for name, (gn, _) in configs.items()}
-        with quiet_stdout():  # compile both graphs before timing
-            plain.train(1, dataset(20, batch))
-            with_norm.train(1, dataset(20, batch))
+        built = {kind: make_model(hidden, kind) for kind in ("plain", "gradnorm", "layers")}
+        models = {name: built[kind] for name, (kind, _) in configs.items()}
+        with quiet_stdout():  # compile every graph before timing
+            for model in built.values():
+                model.train(1, dataset(20, batch))
         ratios: dict[str, list[float]] = {name: [] for name in configs}
         medians: dict[str, list[float]] = {name: [] for name in configs}
         inside: dict[str, list[float]] = {name: [] for name in configs}
+        recording: list[float] = []  # in-callback time of the layer config's recording steps
         names = list(configs)
         for r in range(args.rounds):
             order = names[r % len(names) :] + names[: r % len(names)]
@@ -236,7 +260,12 @@ def main() -> None:
                 with quiet_stdout():
                     models[name].train(1, dataset(args.steps, batch), callbacks=[timer, timed])
                 this_round[name] = statistics.median(timer.intervals()[5:])
-                inside[name].append(timed.seconds / max(timed.steps, 1))
+                if name == layers_name:
+                    recording += [t for step, t in timed.per_step if step % every == 0]
+                    plain_steps = [t for step, t in timed.per_step if step % every]
+                else:
+                    plain_steps = [t for _, t in timed.per_step]
+                inside[name] += plain_steps
             for name in names:
                 medians[name].append(this_round[name])
                 ratios[name].append(this_round[name] / this_round[bare_name])
@@ -256,6 +285,14 @@ def main() -> None:
             print(
                 f"  {name:36} {cb_us:8.1f} us {100 * cb_us / (bare * 1e6):8.2f}%  "
                 f"{statistics.median(ratio):>22.3f} ({spread})"
+            )
+        if recording:
+            rec_ms = statistics.median(recording) * 1e3
+            print(
+                f"  a recording step of '{layers_name}' (norms of all "
+                f"{len(built['layers'].train_network.weights)} parameters, their parameter and "
+                f"gradient histograms): {rec_ms:.2f} ms in the callback "
+                f"({rec_ms / (bare * 1e3):.1f}x the bare step); the other steps: the row above"
             )
         print()
     tmp.cleanup()

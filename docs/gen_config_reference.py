@@ -87,6 +87,13 @@ def render() -> str:
         "## Bad input and the message it gets",
         "",
         "Every one of these is refused when the config is built, before training starts.",
+        "Two more traps from the seeds are handled where they can be seen: a `summary_dir`",
+        "whose parent folder is missing is created (MindSpore's SummaryCollector fails",
+        "silently there), and one that cannot be created or written raises `LogDirError`",
+        "naming the folder when the monitor is created, still before training. Keys of the",
+        "seeds' `monitor_config` that are not about monitoring (`save_graphs`,",
+        "`save_graphs_path`, `export_kwargs`, `keep_default_action`) are accepted and named",
+        "in one warning.",
         "",
     ]
     for data, why in BAD_INPUTS:

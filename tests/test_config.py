@@ -207,6 +207,13 @@ def test_mindformers_tag_style_writes_their_names_and_vs_samples_twins(tmp_path:
     for tag in ("grad-norm", "loss-scale", "iteration-time", "throughput", "throughput vs samples"):
         assert tag in read
     assert "train/loss" in read  # the mindwatch names stay, for mindwatch's own tools
+    # Under data parallelism the batch size and the samples axis are global, as in MindFormers.
+    config = {"print_every": 0, "tag_style": "mindformers"}
+    with mindwatch.Monitor(tmp_path / "dp", config, world_size=2) as mon:
+        mon.log_step(3, loss=0.5, samples=8)
+    read = scalars(tmp_path / "dp")
+    assert read["batch-size"] == [(3, 16.0)]
+    assert [s for s, _ in read["loss vs samples"]] == [48]
 
 
 def test_monitor_takes_a_yaml_path(tmp_path: Path) -> None:
@@ -234,3 +241,25 @@ def test_perplexity_and_tokens_per_sample(tmp_path: Path) -> None:
     assert read["eval/perplexity"] == [(2, pytest.approx(math.e))]
     for (_, sps), (_, tps) in zip(read["perf/samples_per_s"], read["perf/tokens_per_s"]):
         assert tps == pytest.approx(128 * sps, rel=1e-5)
+
+
+def test_the_seeds_monitor_config_works_as_it_is(caplog: pytest.LogCaptureFixture) -> None:
+    seeds = {  # the seeds' template, minus inputs/outputs (refused: GBs of device memory)
+        "summary_dir": "./summary/bert_base_zh",
+        "save_graphs": True,
+        "save_graphs_path": "./graph",
+        "collect_freq": 20,
+        "max_file_size": 1073741824,
+        "collect_specified_data": ["parameters", "gradients"],
+        "keep_default_action": False,
+        "export_kwargs": {"file_name": "bert_export", "file_format": "AIR"},
+    }
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        config = MonitorConfig.from_dict(seeds)
+    assert (config.logdir, config.collect_freq) == ("./summary/bert_base_zh", 20)
+    assert config.histograms_of == ["parameters", "gradients"]
+    (note,) = [r.getMessage() for r in caplog.records if "accepted but not used" in r.getMessage()]
+    assert "save_graphs: a MindSpore context option" in note
+    assert "export_kwargs" in note
+    with pytest.raises(ConfigError, match="costs GBs of device memory"):
+        MonitorConfig.from_dict({**seeds, "collect_specified_data": ["parameters", "inputs"]})

@@ -13,13 +13,16 @@ Validated once, at the edge, with pydantic; frozen afterwards. It is built from:
 Every mistake is reported at once, before training starts, as a :class:`ConfigError`
 naming the key path, the bad value, what is allowed and, for a misspelt key, the
 closest valid one. Settings MindSpore accepts silently and then records nothing with
-(``collect_freq: 0``) are errors here. ``docs/config.md`` is generated from the field
+(``collect_freq: 0``) are errors here. Keys of the seeds' ``monitor_config`` that are
+not about monitoring (``save_graphs``, ``export_kwargs``, ...) are accepted and named in
+one warning, so that config works as it is. ``docs/config.md`` is generated from the field
 descriptions below (``python docs/gen_config_reference.py``).
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -32,9 +35,12 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 __all__ = ["CheckpointSettings", "ConfigError", "MonitorConfig"]
+
+log = logging.getLogger(__name__)
 
 
 HistogramKind = Literal["parameters", "gradients"]
@@ -222,6 +228,19 @@ class MonitorConfig(BaseModel):
         "save_checkpoint_steps, keep_checkpoint_max, prefix, directory.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_foreign_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            foreign = [key for key in data if key in _FOREIGN_KEYS]
+            if foreign:
+                log.warning(
+                    "mindwatch: accepted but not used: %s",
+                    "; ".join(f"{key}: {_FOREIGN_KEYS[key]}" for key in foreign),
+                )
+                data = {k: v for k, v in data.items() if k not in _FOREIGN_KEYS}
+        return data
+
     @field_validator("collect_freq", mode="before")
     @classmethod
     def _positive_frequency(cls, value: Any) -> Any:
@@ -341,8 +360,8 @@ def _model_at(loc: tuple[Union[int, str], ...]) -> type[BaseModel]:
     return model
 
 
-# Keys of MindSpore's SummaryCollector and the seeds' examples that users bring along:
-# a precise word about each beats a "did you mean" guess.
+# Keys of the seeds' monitor_config (MindSpore's SummaryCollector and context) that mean
+# nothing to a monitor: accepted, so that config works as it is, and reported once.
 _FOREIGN_KEYS = {
     "keep_default_action": "SummaryCollector's switch; mindwatch's defaults are always on",
     "save_graphs": "a MindSpore context option (ms.set_context), not a monitoring one",
@@ -372,9 +391,6 @@ def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -
         path = ".".join(str(p) for p in loc) or "(top level)"
         if error["type"] == "extra_forbidden":
             key = str(original[-1])
-            if key in _FOREIGN_KEYS and len(original) == 1:
-                lines.append(f"  - {path}: not a mindwatch key: {_FOREIGN_KEYS[key]}")
-                continue
             known = _keys(_model_at(original[:-1]))
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
             hint = f"; did you mean '{close[0]}'?" if close else ""

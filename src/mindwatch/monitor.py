@@ -159,6 +159,7 @@ class Monitor:
             purge_step=0 if fresh else None,
         )
         self.logdir = self._writer.logdir
+        self.world_size = world_size
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
         self._clock = StepClock()
         self._progress = ProgressReporter(
@@ -276,12 +277,16 @@ class Monitor:
         self, step: int, values: list[tuple[str, float]], samples: Any, wall: float
     ) -> None:
         """``tag_style: mindformers``: the same values under MindFormers' names, once
-        against the step and once against samples seen (its ``<tag> vs samples``)."""
+        against the step and once against samples seen (its ``<tag> vs samples``).
+
+        As in MindFormers, ``batch-size`` and the samples axis are global (this rank's
+        samples per step times the world size); ``throughput`` stays per device.
+        """
         renamed = [(MINDFORMERS_TAGS[t], v) for t, v in values if t in MINDFORMERS_TAGS]
         if samples is None:
             self._writer.add_scalars(step, renamed, wall)
             return
-        batch = _number("samples", samples)
+        batch = _number("samples", samples) * self.world_size
         renamed.append(("batch-size", batch))
         self._writer.add_scalars(step, renamed, wall)
         twins = [(f"{tag} vs samples", v) for tag, v in renamed]

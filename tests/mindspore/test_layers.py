@@ -79,9 +79,10 @@ def test_histograms_at_the_step_and_epoch_intervals(tmp_path: Path) -> None:
     weight = net.trainable_params()[0].asnumpy()
     assert acc.Histograms("parameters/0.weight")[-1].histogram_value.num == weight.size
 
-    _, cell, batch = _train(
+    net, cell, batch = _train(
         tmp_path / "e", {"histogram_interval": 1, "histograms_of": ["gradients"]}, epochs=2
     )
+    assert [p.name for p in net.trainable_params()][:2] == ["0.weight", "0.bias"]  # not renamed
     acc = accumulator(tmp_path / "e")
     assert all(t.startswith("gradients/") for t in acc.Tags()["histograms"])
     last = acc.Histograms("gradients/0.weight")

@@ -39,8 +39,9 @@ def value_bytes(value: Any) -> bytes:
 def histogram_value(tag: str, data: Any, buckets: int = DEFAULT_BUCKETS) -> bytes:
     """Return a ``Summary.Value`` holding a ``HistogramProto`` of ``data``.
 
-    Buckets are uniform between the finite min and max (``np.bincount`` on float32 is
-    about 2.5x faster than ``np.histogram`` over TensorFlow's 1,549 exponential edges).
+    Buckets are uniform between the finite min and max, computed in the data's own
+    float precision with ``np.bincount`` (about 2.5x faster than ``np.histogram`` over
+    TensorFlow's 1,549 exponential edges, and no float64 copy of a big weight matrix).
     Non-finite elements are left out of the buckets; ``num`` counts only finite ones.
     The legacy ``histo`` field is used because both TensorBoard's server and its
     ``EventAccumulator.Histograms`` read it.
@@ -50,16 +51,20 @@ def histogram_value(tag: str, data: Any, buckets: int = DEFAULT_BUCKETS) -> byte
     arr = np.asarray(data).reshape(-1)
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"histogram '{tag}': expected numbers, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64, copy=False)
-    finite = arr[np.isfinite(arr)]
+    if arr.dtype.kind != "f" or arr.itemsize < 4:
+        arr = arr.astype(np.float32)  # float16 / ints: bucket in float32, not float64
     histo = HistogramProto()
+    finite = arr
+    if arr.size and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):
+        finite = arr[np.isfinite(arr)]  # the mask costs a pass: only when needed
     if finite.size:
         lo, hi = float(finite.min()), float(finite.max())
         histo.min, histo.max, histo.num = lo, hi, float(finite.size)
-        histo.sum = float(finite.sum())
+        histo.sum = float(finite.sum(dtype=np.float64))
         histo.sum_squares = float(np.dot(finite, finite))
         if hi > lo:
-            scaled = ((finite - lo) * (buckets / (hi - lo))).astype(np.int64)
+            scale = buckets / (hi - lo)
+            scaled = ((finite - finite.dtype.type(lo)) * finite.dtype.type(scale)).astype(np.int32)
             np.minimum(scaled, buckets - 1, out=scaled)
             counts = np.bincount(scaled, minlength=buckets)
             edges = lo + (hi - lo) * np.arange(1, buckets + 1) / buckets
