@@ -230,6 +230,7 @@ def test_resume_hides_the_crashed_attempts_tail_for_every_tensorboard_reader(
         crashed.log_step(step, loss=1.0)
     crashed.flush()
     crashed._run.update(status="running")  # as a SIGKILL would leave it
+    crashed._run.data["attempts"][-1]["process"] = "an earlier process"
     crashed._run.write()
     crashed._closed = True  # the process "died": nothing more is written by it
     with mindwatch.Monitor(tmp_path, {"print_every": 0}, resume_step=201) as resumed:
@@ -245,3 +246,26 @@ def test_resume_hides_the_crashed_attempts_tail_for_every_tensorboard_reader(
     attempts = json.loads((tmp_path / "run.json").read_text())["attempts"]
     assert [a["resumed_at"] for a in attempts] == [None, 201]
     assert attempts[1]["status"] == "finished"
+    # Same pid, another process (a restarted container): the earlier attempt crashed.
+    assert attempts[0]["status"] == "crashed"
+
+
+def test_reopening_a_folder_in_the_same_process_is_one_attempt(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as first:
+        first.log_step(1, loss=1.0)
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as again:
+        again.log_step(2, loss=1.0)
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert len(info["attempts"]) == 1
+    assert info["start_time"] == json.loads(json.dumps(info["attempts"][0]))["start_time"]
+
+
+def test_every_n_steps_survives_sink_jumps_and_restarts() -> None:
+    from mindwatch.metrics.timing import Every
+
+    every = Every(64)
+    assert [s for s in range(100, 1700, 100) if every(s)] == list(range(100, 1700, 100))
+    one = Every(5)
+    assert [s for s in range(1, 13) if one(s)] == [5, 10]
+    assert [s for s in range(1, 7) if one(s)] == [5]  # a new run from step 1
+    assert not Every(None)(10)

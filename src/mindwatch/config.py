@@ -38,7 +38,7 @@ from pydantic import (
     model_validator,
 )
 
-__all__ = ["CheckpointSettings", "ConfigError", "MonitorConfig"]
+__all__ = ["CheckpointSettings", "ConfigError", "MonitorConfig", "canonical_key"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,7 @@ class MonitorConfig(BaseModel):
     )
     collect_freq: int = Field(
         default=1,
+        ge=1,
         validation_alias=AliasChoices("collect_freq", "step_interval", "log_every"),
         description="Record training scalars every this many steps (aliases: step_interval, "
         "log_every). Steps in between cost one integer comparison; the recorded step's "
@@ -151,6 +152,12 @@ class MonitorConfig(BaseModel):
         "parameters, and layers/grad_norm/<param> when the train cell is "
         "TrainOneStepWithGradNormCell(layer_norms=True). Other steps do no extra work "
         "(None: off).",
+    )
+    layer_norms_of: list[HistogramKind] = Field(
+        default_factory=lambda: list(_HISTOGRAM_KINDS),
+        description="What layer_norms_every writes: 'gradients' (layers/grad_norm/<param>, "
+        "nearly free with TrainOneStepWithGradNormCell(layer_norms=True)) and/or "
+        "'parameters' (layers/param_norm/<param>, a host copy of each chosen parameter).",
     )
     optimizer_state_norms: bool = Field(
         default=False,
@@ -231,14 +238,23 @@ class MonitorConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _drop_foreign_keys(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            foreign = [key for key in data if key in _FOREIGN_KEYS]
-            if foreign:
-                log.warning(
-                    "mindwatch: accepted but not used: %s",
-                    "; ".join(f"{key}: {_FOREIGN_KEYS[key]}" for key in foreign),
+        if not isinstance(data, Mapping):
+            return data
+        foreign = [key for key in data if key in _FOREIGN_KEYS]
+        if foreign:
+            log.warning(
+                "mindwatch: accepted but not used: %s",
+                "; ".join(f"{key}: {_FOREIGN_KEYS[key]}" for key in foreign),
+            )
+        data = {k: v for k, v in data.items() if k not in _FOREIGN_KEYS}
+        given: dict[str, str] = {}
+        for key in data:  # one field under two names is a mistake, not a silent pick
+            field = canonical_key(key)
+            if field in given and given[field] != key:
+                raise ValueError(
+                    f"'{given[field]}' and '{key}' are the same setting ({field}); keep one"
                 )
-                data = {k: v for k, v in data.items() if k not in _FOREIGN_KEYS}
+            given[field] = key
         return data
 
     @field_validator("collect_freq", mode="before")
@@ -279,7 +295,9 @@ class MonitorConfig(BaseModel):
     @field_validator("name_hparams")
     @classmethod
     def _name_hparams_known(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        hparams = info.data.get("hparams", {})
+        if "hparams" not in info.data:
+            return value  # hparams itself is invalid: that error says enough
+        hparams = info.data["hparams"]
         missing = [key for key in value if key not in hparams]
         if missing:
             raise ValueError(
@@ -319,7 +337,7 @@ class MonitorConfig(BaseModel):
         """Validate ``data``; every problem is reported in one :class:`ConfigError`.
 
         ``key_names`` renames top-level keys in messages (a MindFormers YAML's
-        ``monitor_config.step_interval`` rather than mindwatch's ``collect_freq``).
+        ``tensorboard.tensorboard_dir`` rather than mindwatch's ``logdir``).
         """
         try:
             return cls.model_validate(dict(data))
@@ -338,6 +356,15 @@ class MonitorConfig(BaseModel):
         if "mindwatch" in data and isinstance(data["mindwatch"], Mapping):
             return cls.from_dict(data["mindwatch"], source=f"{path}: mindwatch")
         return cls.from_dict(data, source=str(path))
+
+
+def canonical_key(key: str) -> str:
+    """The field a top-level key names (an alias such as ``summary_dir`` -> ``logdir``)."""
+    for name, field in MonitorConfig.model_fields.items():
+        alias = field.validation_alias
+        if key == name or (isinstance(alias, AliasChoices) and key in alias.choices):
+            return name
+    return key
 
 
 def _keys(model: type[BaseModel]) -> list[str]:
@@ -388,7 +415,10 @@ def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -
                 f"  - {path} = {error.get('input')!r:.80}: must be a bool, number or string"
             )
             continue
-        path = ".".join(str(p) for p in loc) or "(top level)"
+        path = ".".join(str(p) for p in loc)
+        if not path:  # a rule about several keys: the message names them
+            lines.append(f"  - {str(error['msg']).removeprefix('Value error, ')}")
+            continue
         if error["type"] == "extra_forbidden":
             key = str(original[-1])
             known = _keys(_model_at(original[:-1]))

@@ -7,11 +7,12 @@ Mapping (MindFormers 1.5-1.9 keys, see the design notes' study of MindFormers):
 MindFormers                                 mindwatch
 ==========================================  ==========================================
 ``tensorboard.tensorboard_dir``             ``logdir`` (ranks > 0 get ``rank_<r>/``)
-``monitor_config.step_interval``            ``collect_freq`` (when ``monitor_on``)
 ``monitor_config.target`` / ``invert``      ``target`` / ``invert``
-``monitor_config.local_norm_format``        ``layer_norms_every`` = step_interval
+``monitor_config.local_norm_format``        ``layer_norms_every`` = step_interval,
+                                            gradients only
 ``monitor_config.weight_state_format``      ``param_norm_every`` = step_interval
 ``monitor_config.optimizer_state_format``   ``optimizer_state_norms`` (+ the above)
+(``step_interval`` paces only these, as in MindFormers; never the loss curve)
 ``callbacks: MFLossMonitor.per_print_times``  ``print_every``
 ``callbacks: CheckpointMonitor``            ``checkpoint`` (prefix, save_checkpoint_steps,
                                             keep_checkpoint_max, directory)
@@ -34,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Union
 
-from mindwatch.config import ConfigError, MonitorConfig
+from mindwatch.config import ConfigError, MonitorConfig, canonical_key
 
 __all__ = ["from_mindformers", "is_mindformers_yaml", "load_yaml", "mindformers_notes"]
 
@@ -67,12 +68,23 @@ _TENSORBOARD_NOTES = {
     "log_timers_to_tensorboard": _ALWAYS,
     "log_expert_load_to_tensorboard": _NOT_YET,
 }
-# monitor_config.*_format keys that ask for something mindwatch records, and how.
+# monitor_config.*_format keys that ask for something mindwatch records, and how. As in
+# MindFormers, step_interval paces only these (TrainingStateMonitor), not the loss curve.
 _INTERVAL = object()  # "every step_interval steps"
 _FORMAT_KEYS: dict[str, dict[str, Any]] = {
-    "local_norm_format": {"layer_norms_every": _INTERVAL},  # layers/grad_norm/<param>
+    # per-parameter gradient norms: nearly free with TrainOneStepWithGradNormCell(layer_norms=True)
+    "local_norm_format": {"layer_norms_every": _INTERVAL, "layer_norms_of": ["gradients"]},
     "weight_state_format": {"param_norm_every": _INTERVAL},  # train/param_norm
-    "optimizer_state_format": {"layer_norms_every": _INTERVAL, "optimizer_state_norms": True},
+    "optimizer_state_format": {
+        "layer_norms_every": _INTERVAL,
+        "layer_norms_of": ["gradients"],
+        "optimizer_state_norms": True,
+    },
+}
+_COSTLY = {
+    "weight_state_format": "copies every parameter to the host each time",
+    "optimizer_state_format": "copies the optimizer state of the chosen parameters to the "
+    "host each time",
 }
 _CHECKPOINT_KEYS = ("prefix", "save_checkpoint_steps", "keep_checkpoint_max", "directory")
 
@@ -135,8 +147,11 @@ def _translate(
             notes.append(f"monitor_config.{key}: ignored because monitor_on is off")
             continue
         if key == "step_interval":
-            fields["collect_freq"] = value
-            origins["collect_freq"] = "monitor_config.step_interval"
+            if not any(monitor.get(k) for k in _FORMAT_KEYS):
+                notes.append(
+                    "monitor_config.step_interval: paces MindFormers' TrainingStateMonitor; "
+                    "no *_format key here asks mindwatch for anything at that pace"
+                )
         elif key in ("target", "invert"):
             if value is not None:
                 fields[key] = value
@@ -144,8 +159,19 @@ def _translate(
         elif key in _FORMAT_KEYS:
             if value:  # None / [] ask for nothing
                 for name, setting in _FORMAT_KEYS[key].items():
-                    fields[name] = interval if setting is _INTERVAL else setting
-                    origins[name] = f"monitor_config.{key}"
+                    if setting is _INTERVAL:
+                        fields[name] = interval
+                        origins[name] = "monitor_config.step_interval"
+                    elif name == "layer_norms_of" and name in fields:
+                        fields[name] = sorted(set(fields[name]) | set(setting))
+                    else:
+                        fields[name] = setting
+                        origins[name] = f"monitor_config.{key}"
+                if key in _COSTLY:
+                    notes.append(
+                        f"monitor_config.{key}: mapped, but it {_COSTLY[key]} (every "
+                        f"step_interval = {interval} steps); MindFormers documents it as slow too"
+                    )
         elif value not in (None, False, [], "") and key in _MONITOR_NOTES:
             notes.append(f"monitor_config.{key}: {_MONITOR_NOTES[key]}")
         elif key not in _MONITOR_NOTES:
@@ -178,17 +204,29 @@ def _translate(
             fields["checkpoint"] = {k: args.pop(k) for k in _CHECKPOINT_KEYS if k in args}
             origins["checkpoint"] = f"callbacks.{i} (CheckpointMonitor)"
         elif kind == "MindWatchMonitor":
-            fields.update(args)
-            origins.update({key: f"callbacks.{i} (MindWatchMonitor).{key}" for key in args})
+            _merge(fields, origins, args, f"callbacks.{i} (MindWatchMonitor)")
             args = {}
         for key in args:
             notes.append(f"callbacks.{i} ({kind}).{key}: {_UNUSED}")
-    fields["hparams"] = _hparams(data)
+    fields["hparams"] = {**_hparams(data), **(fields.get("hparams") or {})}
     extra = data.get("mindwatch")
     if isinstance(extra, Mapping):
-        fields.update(extra)
-        origins.update({key: f"mindwatch.{key}" for key in extra})
+        _merge(fields, origins, extra, "mindwatch")  # applied last: it wins
     return fields, notes, origins
+
+
+def _merge(
+    fields: dict[str, Any], origins: dict[str, str], more: Mapping[str, Any], where: str
+) -> None:
+    """Add mindwatch keys given in the YAML: aliases land on their field (a later section
+    replaces an earlier value instead of clashing with it), hparams are merged."""
+    for key, value in more.items():
+        name = canonical_key(key)
+        merged = value
+        if name == "hparams" and isinstance(value, Mapping):
+            merged = {**(fields.get("hparams") or {}), **value}
+        fields[name] = merged
+        origins[name] = f"{where}.{key}"
 
 
 def _hparams(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from mindwatch.events.writer import PathLike, WriterStats
 from mindwatch.metrics.derived import perplexity
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.tags import MINDFORMERS_TAGS, TAGS, eval_tag, tag_for
-from mindwatch.metrics.timing import StepClock
+from mindwatch.metrics.timing import Every, StepClock
 from mindwatch.progress import ProgressReporter
 from mindwatch.rundir import make_run_dir
 from mindwatch.runinfo import RunInfo
@@ -168,6 +168,7 @@ class Monitor:
         self.nonfinite: dict[str, int] = {}
         self._tags: dict[str, str] = {}
         self._every = cfg.collect_freq
+        self._collect = Every(cfg.collect_freq)
         self._perplexity = cfg.perplexity
         self._tokens_per_sample = cfg.tokens_per_sample
         self._mindformers_tags = cfg.tag_style == "mindformers"
@@ -224,8 +225,9 @@ class Monitor:
         """
         if type(step) is not int or not -_INT64 <= step < _INT64:
             step = _step(step)
-        if self._every > 1 and step % self._every:
-            return  # collect_freq: the next recorded step's timing covers this one
+        if self._every > 1 and not self._collect(step):
+            self._clock.skip(step)  # collect_freq: the next recorded step's timing covers it
+            return
         wall = time.time()
         values: list[tuple[str, float]] = []
         append = values.append

@@ -21,6 +21,7 @@ import os
 import platform
 import socket
 import sys
+import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from importlib import metadata
@@ -32,6 +33,9 @@ __all__ = ["RunInfo", "package_versions", "process_alive"]
 log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
+# Tells this process's attempts from an earlier process that had the same pid (a
+# restarted container often gets the same host name and pid).
+_PROCESS = uuid.uuid4().hex
 _tmp_counter = itertools.count()
 _PACKAGES = ("mindwatch", "mindspore", "mindformers", "tensorboard", "numpy", "protobuf")
 
@@ -95,10 +99,25 @@ class RunInfo:
         if extra:
             self.data.update(extra)
         self._warned = False
-        self.data["attempts"] = [*self._earlier_attempts(), self._attempt()]
+        self.data["process"] = _PROCESS
+        earlier = self._earlier_attempts()
+        if earlier and earlier[-1].get("process") == _PROCESS:
+            # The same process opened this folder again (e.g. Model.eval after training):
+            # one attempt, not two.
+            self.data["start_time"] = earlier.pop()["start_time"]
+        self.data["attempts"] = [*earlier, self._attempt()]
 
     def _attempt(self) -> dict[str, Any]:
-        keys = ("start_time", "end_time", "status", "host", "pid", "last_step", "resumed_at")
+        keys = (
+            "start_time",
+            "end_time",
+            "status",
+            "host",
+            "pid",
+            "process",
+            "last_step",
+            "resumed_at",
+        )
         return {key: self.data.get(key) for key in keys}
 
     def _earlier_attempts(self) -> list[dict[str, Any]]:
@@ -116,7 +135,9 @@ class RunInfo:
         for attempt in attempts:
             if isinstance(attempt, dict) and attempt.get("status") == "running":
                 same_host = attempt.get("host") == socket.gethostname()
-                if same_host and not process_alive(attempt.get("pid")):
+                pid = attempt.get("pid")
+                reused = pid == os.getpid() and attempt.get("process") != _PROCESS
+                if same_host and (reused or not process_alive(pid)):
                     attempt["status"] = "crashed"
         return [a for a in attempts if isinstance(a, dict)]
 

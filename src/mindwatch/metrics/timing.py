@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Callable, NamedTuple, Optional
 
-__all__ = ["StepClock", "StepTiming"]
+__all__ = ["Every", "StepClock", "StepTiming"]
 
 
 class StepTiming(NamedTuple):
@@ -52,6 +52,11 @@ class StepClock:
         """The next tick counts its steps from ``step`` (None: the next tick is one step)."""
         self._last_step = step
 
+    def skip(self, step: int) -> None:
+        """``step`` ended but is not recorded: the next tick's interval covers it too."""
+        if self._last_step is None:
+            self._last_step = step - 1
+
     def tick(self, step: int) -> Optional[tuple[float, int]]:
         """Record that ``step`` ended now: ``(seconds, steps)`` since the previous tick, or
         None if no time passed or the step went back. (A plain tuple: this runs every
@@ -65,3 +70,24 @@ class StepClock:
         if steps <= 0 or seconds <= 0:
             return None
         return seconds, steps
+
+
+class Every:
+    """Is a step due under "every N steps"? True when a multiple of N was reached since
+    the previous call, not only when ``step % N == 0``: in sink mode the step jumps by
+    the sink size, and "every 64 steps" with sinks of 100 must still record every sink
+    (``step % 64`` would hit only every 1,600 steps)."""
+
+    def __init__(self, every: Optional[int]) -> None:
+        self.every = every
+        self._prev = 0
+
+    def __call__(self, step: int) -> bool:
+        every = self.every
+        if not every:
+            return False
+        if step < self._prev:  # the step axis restarted (a new Model.train from step 1)
+            self._prev = 0
+        due = step // every > self._prev // every
+        self._prev = step
+        return due

@@ -52,6 +52,7 @@ from mindspore.train import Callback
 from mindwatch.config import MonitorConfig
 from mindwatch.events.lifecycle import EXIT_TIMEOUT_SECS
 from mindwatch.events.writer import PathLike
+from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
@@ -182,6 +183,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._step_offset: Optional[int] = None
         self._warned: set[str] = set()
         self._layers = LayerRecorder(self.config)
+        self._collect = Every(self.config.collect_freq)
 
     def _new_monitor(self) -> Monitor:
         config, logdir = self.config, self._base_logdir
@@ -216,7 +218,10 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             "batch size", lambda: cb.get("train_dataset").get_batch_size()
         )
         self._loss_net = getattr(cb.get("train_network"), "network", None)
-        self._layers.begin(cb.get("train_network"), cb.get("network"), optimizer)
+        self._guarded(
+            "parameters",
+            lambda: self._layers.begin(cb.get("train_network"), cb.get("network"), optimizer),
+        )
         self._start_step = int(cb.get("cur_step_num") or 0)
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
@@ -258,7 +263,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         offset = self._step_offset = _skipped_epoch_steps(cb)
         base = self._start_step + offset  # the step before the first one of this run
         self.monitor.rebase_clock(base)
-        if base > 0:  # resumed (initial_epoch / initial_step): void the crashed attempt's tail
+        last = self.monitor.last_step
+        if base > 0 and (last is None or base < last):
+            # Resumed (initial_epoch / initial_step) in a new process, or stepped back in
+            # this one: void what was logged beyond the checkpoint. A Model.train that
+            # continues where this process's previous one stopped needs no marker.
             self.monitor.mark_resume(base + 1)
         if self.monitor.total_steps is None and self._epochs_total:
             self.monitor.set_total_steps(base + self._epochs_total)
@@ -281,14 +290,13 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
                 lambda: self._layers.record(
                     self.monitor,
                     step,
-                    cb.get("net_outputs"),
+                    cb.get("net_outputs") if self._layout == "grad_norm" else None,
                     histograms=histograms,
                     loss_net=self._loss_net,
                     batch=cb.get("train_dataset_element"),
                 ),
             )
-        every = self.config.collect_freq
-        if every > 1 and step % every:
+        if self.config.collect_freq > 1 and not self._collect(step):
             self._maybe_evaluate(step)  # collect_freq: nothing is read on this step
             return
         values = self._guarded("loss", lambda: unpack_outputs(cb.get("net_outputs"), self._layout))
@@ -302,7 +310,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         epoch = cb.get("cur_epoch_num")
         if epoch:
             values["epoch"] = float(epoch)
-        self.monitor.log_step(step, samples=self._samples, **values)
+        self._guarded("step", lambda: self.monitor.log_step(step, samples=self._samples, **values))
         self._maybe_evaluate(step)
 
     def _maybe_evaluate(self, step: int) -> None:
@@ -321,6 +329,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
                     self.monitor,
                     step,
                     None,
+                    norms=False,
                     histograms=True,
                     loss_net=self._loss_net,
                     batch=cb.get("train_dataset_element"),
@@ -355,9 +364,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         # Our own monitor is closed (files complete, run.json finished); one the caller
         # passed in stays open for them to keep logging to, and is only flushed.
         if self._owns_monitor:
-            self.monitor.close(timeout=EXIT_TIMEOUT_SECS)
+            self._guarded("end", lambda: self.monitor.close(timeout=EXIT_TIMEOUT_SECS))
         else:
-            self.monitor.flush(timeout=EXIT_TIMEOUT_SECS)
+            self._guarded("end", lambda: self.monitor.flush(timeout=EXIT_TIMEOUT_SECS))
 
     # --------------------------------------------------------------- helpers
 

@@ -13,21 +13,25 @@ step pays one integer comparison per setting. What each recorded step costs:
   thread;
 * gradient histograms: one extra forward and backward pass of the step's batch (a small
   compiled graph, built on the first recorded step), at the weights after that step's
-  update (the applied gradients are gone by then: keeping
-  them would double the parameter memory and put them into every checkpoint). Under
-  data parallelism they are this rank's local gradients. In dataset sink mode, where
-  the callback never sees the batch, they are skipped with one warning.
+  update (the applied gradients are gone by then: keeping them would double the
+  parameter memory and put them into every checkpoint). Non-trainable state the pass
+  would change (BatchNorm's moving statistics) is saved and restored around it; dropout
+  draws extra random numbers on those steps. Under data parallelism they are this
+  rank's local gradients. In dataset sink mode, where the callback never sees the
+  batch, they are skipped with one warning.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
+from mindspore import Tensor
 
 from mindwatch.config import MonitorConfig
 from mindwatch.metrics.selection import select_names
+from mindwatch.metrics.timing import Every
 from mindwatch.monitor import Monitor
 
 __all__ = ["LayerRecorder", "optimizer_states"]
@@ -56,10 +60,6 @@ def optimizer_states(optimizer: Any) -> list[tuple[str, list[Any]]]:
 log = logging.getLogger(__name__)
 
 
-def _due(step: int, every: Optional[int]) -> bool:
-    return every is not None and step % every == 0
-
-
 class LayerRecorder:
     """Records the per-parameter views of one training run into a Monitor."""
 
@@ -71,6 +71,9 @@ class LayerRecorder:
         self._weights_order: list[str] = []
         self._grad_fn: Any = None
         self._warned: set[str] = set()
+        self._layer_due = Every(config.layer_norms_every)
+        self._param_due = Every(config.param_norm_every)
+        self._hist_due = Every(config.histogram_every_steps)
         self._states: list[tuple[str, dict[str, Any]]] = []
 
     @property
@@ -116,10 +119,11 @@ class LayerRecorder:
             )
 
     def histograms_due(self, step: int) -> bool:
-        return _due(step, self.config.histogram_every_steps)
+        return self._hist_due(step)
 
     def epoch_histograms_due(self, epoch: int) -> bool:
-        return _due(epoch, self.config.histogram_interval)
+        every = self.config.histogram_interval
+        return every is not None and epoch % every == 0
 
     def record(
         self,
@@ -128,22 +132,26 @@ class LayerRecorder:
         outputs: Any,
         *,
         histograms: bool,
+        norms: bool = True,
         loss_net: Any = None,
         batch: Any = None,
     ) -> None:
-        """Write what is due at ``step`` (``outputs``: the train cell's outputs)."""
-        c = self.config
+        """Write what is due at ``step``. ``outputs``: the outputs of a
+        ``TrainOneStepWithGradNormCell`` (None for any other cell: its third output, if
+        any, is not a vector of squared gradient norms)."""
         scalars: dict[str, float] = {}
-        if _due(step, c.layer_norms_every):
-            for i in self._chosen:
-                scalars[f"layers/param_norm/{self._names[i]}"] = _norm(self._params[i])
-            scalars.update(self._grad_norms(outputs))
+        if norms and self._layer_due(step):
+            if "parameters" in self.config.layer_norms_of:
+                for i in self._chosen:
+                    scalars[f"layers/param_norm/{self._names[i]}"] = _norm(self._params[i])
+            if "gradients" in self.config.layer_norms_of:
+                scalars.update(self._grad_norms(outputs))
             for kind, states in self._states:
                 for i in self._chosen:
                     state = states.get(self._names[i])
                     if state is not None:
                         scalars[f"layers/{kind}/{self._names[i]}"] = _norm(state)
-        if _due(step, c.param_norm_every):
+        if norms and self._param_due(step):
             total = sum(_norm(p) ** 2 for p in self._params)
             scalars["train/param_norm"] = float(np.sqrt(total))
         if scalars:
@@ -184,7 +192,16 @@ class LayerRecorder:
                 return
             if self._grad_fn is None:
                 self._grad_fn = _gradients_cell(loss_net, chosen)
-            grads = self._grad_fn(*batch)
+            # The extra pass must not change the model: keep the non-trainable state
+            # (BatchNorm's moving statistics) and put it back afterwards.
+            state = [
+                (p, p.asnumpy().copy()) for p in loss_net.get_parameters() if not p.requires_grad
+            ]
+            try:
+                grads = self._grad_fn(*batch)
+            finally:
+                for param, value in state:
+                    param.set_data(Tensor(value))
             for param, grad in zip(chosen, grads):
                 monitor.log_histogram(f"gradients/{param.name}", grad.asnumpy(), step)
 
