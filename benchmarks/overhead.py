@@ -50,8 +50,8 @@ from mindspore import nn
 from mindspore.train import Callback, LossMonitor, Model
 
 from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
+from mindwatch.mindspore.demo import CLASSES, FEATURES, make_network
 
-FEATURES, CLASSES = 64, 10
 SIZES = {  # name: (hidden width, batch size)
     "small": (128, 32),
     "medium": (768, 64),
@@ -121,16 +121,6 @@ def dataset(steps: int, batch: int) -> Any:
     )
 
 
-def network(hidden: int) -> Any:
-    return nn.SequentialCell(
-        nn.Dense(FEATURES, hidden),
-        nn.ReLU(),
-        nn.Dense(hidden, hidden),
-        nn.ReLU(),
-        nn.Dense(hidden, CLASSES),
-    )
-
-
 @contextlib.contextmanager
 def quiet_stdout() -> Iterator[None]:
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
@@ -140,7 +130,7 @@ def quiet_stdout() -> Iterator[None]:
 def make_model(hidden: int, cell: str) -> Model:
     """``cell``: 'plain' (Model's own TrainOneStepCell), 'gradnorm', or 'layers'
     (TrainOneStepWithGradNormCell with layer_norms=True)."""
-    net = network(hidden)
+    net = make_network(hidden)
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     opt = nn.Momentum(net.trainable_params(), 0.01, 0.9)
     if cell == "plain":

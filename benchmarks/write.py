@@ -43,9 +43,9 @@ def values(steps: int) -> np.ndarray:
     return rng.random((steps, len(TAGS))).astype(np.float32).astype(np.float64)
 
 
-def run_mindwatch_add_scalar(folder: Path, data: np.ndarray) -> tuple[float, float]:
+def per_point(writer: Any, data: np.ndarray) -> tuple[float, float]:
+    """Caller and drain time of one ``add_scalar(tag, value, step)`` call per point."""
     rows = data.tolist()
-    writer = EventFileWriter(folder)
     add = writer.add_scalar
     t0 = time.perf_counter()
     for step, row in enumerate(rows):
@@ -54,6 +54,10 @@ def run_mindwatch_add_scalar(folder: Path, data: np.ndarray) -> tuple[float, flo
     t1 = time.perf_counter()
     writer.close()
     return t1 - t0, time.perf_counter() - t1
+
+
+def run_mindwatch_add_scalar(folder: Path, data: np.ndarray) -> tuple[float, float]:
+    return per_point(EventFileWriter(folder), data)
 
 
 def run_mindwatch_add_scalars(folder: Path, data: np.ndarray) -> tuple[float, float]:
@@ -93,16 +97,7 @@ def _summary_writer(module: str) -> Any:
 
 def run_peer(module: str) -> Callable[[Path, np.ndarray], tuple[float, float]]:
     def run(folder: Path, data: np.ndarray) -> tuple[float, float]:
-        rows = data.tolist()
-        writer = _summary_writer(module)(str(folder))
-        add = writer.add_scalar
-        t0 = time.perf_counter()
-        for step, row in enumerate(rows):
-            for tag, value in zip(TAGS, row):
-                add(tag, value, step)
-        t1 = time.perf_counter()
-        writer.close()
-        return t1 - t0, time.perf_counter() - t1
+        return per_point(_summary_writer(module)(str(folder)), data)
 
     return run
 

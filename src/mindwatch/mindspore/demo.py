@@ -57,15 +57,16 @@ def make_dataset(samples: int, batch_size: int, seed: int) -> Any:
     return dataset.batch(batch_size, drop_remainder=True)
 
 
-def make_network() -> Any:
+def make_network(hidden: int = HIDDEN) -> Any:
+    """The demo's MLP: 64 features, two hidden layers of ``hidden`` units, 10 classes."""
     from mindspore import nn
 
     return nn.SequentialCell(
-        nn.Dense(FEATURES, HIDDEN),
+        nn.Dense(FEATURES, hidden),
         nn.ReLU(),
-        nn.Dense(HIDDEN, HIDDEN),
+        nn.Dense(hidden, hidden),
         nn.ReLU(),
-        nn.Dense(HIDDEN, CLASSES),
+        nn.Dense(hidden, CLASSES),
     )
 
 
