@@ -117,58 +117,57 @@ def verify(folder: Path, data: np.ndarray) -> None:
             raise SystemExit(f"{folder.name}: {tag} read back wrong")
 
 
+def _nothing() -> None:
+    return None
+
+
 def paced(writer_kind: str, folder: Path, steps: int = 1000) -> float:
-    """Median per-scalar caller latency (us) with 2 ms of sleep between steps."""
+    """Median per-value caller latency (us) with 2 ms of sleep between steps."""
     row = [0.5] * len(TAGS)
     kwargs = dict(zip(TAGS, row))
-    samples = []
+    per_step = len(TAGS)  # values logged per step
+    close: Callable[[], None] = _nothing
     if writer_kind == "monitor":
         mon = mindwatch.Monitor(folder, {"print_every": 0})
-        for step in range(steps):
-            t0 = time.perf_counter_ns()
-            mon.log_step(step, **kwargs)
-            samples.append((time.perf_counter_ns() - t0) / len(TAGS))
-            time.sleep(0.002)
-        mon.close()
-    elif writer_kind == "floor":
-        # A no-op call per step: on a VM, the first instructions after a sleep are slow
-        # (cold caches, CPU wake-up); this is the part of every row nobody can avoid.
-        def noop(step: int) -> None:
-            return None
 
-        for step in range(steps):
-            t0 = time.perf_counter_ns()
-            noop(step)
-            samples.append((time.perf_counter_ns() - t0) / len(TAGS))
-            time.sleep(0.002)
+        def step_fn(step: int) -> None:
+            mon.log_step(step, **kwargs)
+
+        close = mon.close
     elif writer_kind == "monitor_typical":
         # loss, lr, grad_norm + derived step time and samples/s: 5 values per step
         mon = mindwatch.Monitor(folder, {"print_every": 0})
-        for step in range(steps):
-            t0 = time.perf_counter_ns()
+        per_step = 5
+
+        def step_fn(step: int) -> None:
             mon.log_step(step, loss=0.5, lr=1e-3, grad_norm=1.5, samples=32)
-            samples.append((time.perf_counter_ns() - t0) / 5)
-            time.sleep(0.002)
-        mon.close()
-    elif writer_kind == "writer":
-        writer = EventFileWriter(folder)
-        for step in range(steps):
-            t0 = time.perf_counter_ns()
+
+        close = mon.close
+    elif writer_kind == "floor":
+        # A no-op call per step: on a VM, the first instructions after a sleep are slow
+        # (cold caches, CPU wake-up); this is the part of every row nobody can avoid.
+        def step_fn(step: int) -> None:
+            return None
+
+    else:  # one add_scalar call per value: mindwatch's writer or a peer SummaryWriter
+        writer = (
+            EventFileWriter(folder)
+            if writer_kind == "writer"
+            else _summary_writer(writer_kind)(str(folder))
+        )
+
+        def step_fn(step: int) -> None:
             for tag, value in zip(TAGS, row):
                 writer.add_scalar(tag, value, step)
-            samples.append((time.perf_counter_ns() - t0) / len(TAGS))
-            time.sleep(0.002)
-        writer.close()
-    else:
-        cls = _summary_writer(writer_kind)
-        writer = cls(str(folder))
-        for step in range(steps):
-            t0 = time.perf_counter_ns()
-            for tag, value in zip(TAGS, row):
-                writer.add_scalar(tag, value, step)
-            samples.append((time.perf_counter_ns() - t0) / len(TAGS))
-            time.sleep(0.002)
-        writer.close()
+
+        close = writer.close
+    samples = []
+    for step in range(steps):
+        t0 = time.perf_counter_ns()
+        step_fn(step)
+        samples.append((time.perf_counter_ns() - t0) / per_step)
+        time.sleep(0.002)
+    close()
     return statistics.median(samples) / 1000.0
 
 
