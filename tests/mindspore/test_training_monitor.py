@@ -171,19 +171,27 @@ def _context(**fields: Any) -> Any:
     return RunContext(params)
 
 
-def test_sink_mode_on_ascend_shares_time_among_the_sink_steps(tmp_path: Path) -> None:
-    """On Ascend the callback fires once per sink and cur_step_num jumps by sink_size."""
-    opt = nn.Momentum(make_network().trainable_params(), 0.01, 0.9)
-    dataset = types.SimpleNamespace(get_batch_size=lambda: 32)
-    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
-    base = {
-        "optimizer": opt,
+def _run_params(
+    optimizer: Any, *, batch_size: int, batch_num: int, epoch: int = 1, **more: Any
+) -> dict[str, Any]:
+    """cb_params as Model.train fills them, for driving the callback by hand."""
+    dataset = types.SimpleNamespace(get_batch_size=lambda: batch_size)
+    return {
+        "optimizer": optimizer,
         "train_network": None,
         "train_dataset": dataset,
         "epoch_num": 1,
-        "batch_num": 16,
-        "cur_epoch_num": 1,
+        "batch_num": batch_num,
+        "cur_epoch_num": epoch,
+        **more,
     }
+
+
+def test_sink_mode_on_ascend_shares_time_among_the_sink_steps(tmp_path: Path) -> None:
+    """On Ascend the callback fires once per sink and cur_step_num jumps by sink_size."""
+    opt = nn.Momentum(make_network().trainable_params(), 0.01, 0.9)
+    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
+    base = _run_params(opt, batch_size=32, batch_num=16)
     monitor.on_train_begin(_context(cur_step_num=0, **base))
     for sink in range(1, 5):
         outputs = ms.Tensor(np.float32(1.0 / sink))
@@ -268,15 +276,7 @@ def test_a_monitoring_failure_is_one_warning_not_a_crash(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     broken_optimizer = types.SimpleNamespace(learning_rate=object(), global_step=None)
-    dataset = types.SimpleNamespace(get_batch_size=lambda: 8)
-    base = {
-        "optimizer": broken_optimizer,
-        "train_network": None,
-        "train_dataset": dataset,
-        "epoch_num": 1,
-        "batch_num": 3,
-        "cur_epoch_num": 1,
-    }
+    base = _run_params(broken_optimizer, batch_size=8, batch_num=3)
     monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
     with caplog.at_level(logging.WARNING, logger="mindwatch"):
         monitor.on_train_begin(_context(cur_step_num=0, **base))
@@ -317,16 +317,7 @@ def test_ranks_other_than_0_write_their_own_sub_folder(
 def test_a_resumed_initial_step_is_kept(tmp_path: Path) -> None:
     """MindSpore's own resume path starts cur_step_num at initial_step (e.g. 250)."""
     opt = nn.Momentum(make_network().trainable_params(), 0.01, 0.9)
-    dataset = types.SimpleNamespace(get_batch_size=lambda: 8)
-    base = {
-        "optimizer": opt,
-        "train_network": None,
-        "train_dataset": dataset,
-        "epoch_num": 1,
-        "batch_num": 100,
-        "cur_epoch_num": 3,
-        "initial_step": 250,
-    }
+    base = _run_params(opt, batch_size=8, batch_num=100, epoch=3, initial_step=250)
     monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
     monitor.on_train_begin(_context(cur_step_num=250, **base))
     for step in (251, 252, 253):
