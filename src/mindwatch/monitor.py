@@ -25,7 +25,7 @@ from typing import Any, Optional, Union
 from mindwatch.config import MonitorConfig
 from mindwatch.events import EventFileWriter, lifecycle
 from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
-from mindwatch.events.writer import PathLike, WriterStats
+from mindwatch.events.writer import PathLike, WriterStats, has_event_files
 from mindwatch.metrics.derived import perplexity
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.tags import MINDFORMERS_TAGS, TAGS, eval_tag, tag_for
@@ -95,13 +95,6 @@ def _step(step: Any) -> int:
     return value
 
 
-def _has_event_files(logdir: PathLike) -> bool:
-    try:
-        return any(n.startswith("events.out.tfevents.") for n in os.listdir(logdir))
-    except OSError:
-        return False
-
-
 def _config_markdown(config: Mapping[str, Any]) -> str:
     """The effective config as a TEXT entry (TensorBoard renders markdown)."""
     body = json.dumps(dict(config), indent=2, sort_keys=True, default=str)
@@ -146,7 +139,7 @@ class Monitor:
         if cfg.run_name:
             named = {key: cfg.hparams[key] for key in cfg.name_hparams}
             target = make_run_dir(target, cfg.run_name, named)
-        fresh = not _has_event_files(target)
+        fresh = not has_event_files(target)
         self._writer = EventFileWriter(
             target,
             flush_secs=cfg.flush_secs,

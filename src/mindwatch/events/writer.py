@@ -66,6 +66,7 @@ from mindwatch.events.summaries import histogram_value, text_value
 __all__ = [
     "DEFAULT_FLUSH_SECS",
     "DEFAULT_MAX_QUEUE",
+    "EVENT_FILE_PREFIX",
     "EventFileWriter",
     "LogDirError",
     "WriterStats",
@@ -90,6 +91,17 @@ _ValueBuilder = Callable[[], Sequence[bytes]]
 PathLike = Union[str, "os.PathLike[str]"]
 
 _file_counter = itertools.count()
+
+
+EVENT_FILE_PREFIX = "events.out.tfevents."
+
+
+def has_event_files(folder: PathLike) -> bool:
+    """Whether ``folder`` already holds TensorBoard event files (False if unreadable)."""
+    try:
+        return any(n.startswith(EVENT_FILE_PREFIX) for n in os.listdir(folder))
+    except OSError:
+        return False
 
 
 class LogDirError(OSError):
@@ -527,7 +539,7 @@ class EventFileWriter:
         stamp = max(int(time.time()), self._last_stamp)  # same stamp: the counter orders
         if not self._files:  # only the first file of this writer can meet older ones
             for existing in os.listdir(self.logdir):
-                if existing.startswith("events.out.tfevents."):
+                if existing.startswith(EVENT_FILE_PREFIX):
                     field = existing.split(".")[3]
                     if field.isdigit():
                         stamp = max(stamp, int(field) + 1)
@@ -537,7 +549,7 @@ class EventFileWriter:
     def _open_file(self) -> None:
         counter = next(_file_counter)
         name = (
-            f"events.out.tfevents.{self._next_stamp():010d}.{socket.gethostname()}."
+            f"{EVENT_FILE_PREFIX}{self._next_stamp():010d}.{socket.gethostname()}."
             f"{os.getpid()}.{counter:05d}{self._suffix}"
         )
         path = self.logdir / name

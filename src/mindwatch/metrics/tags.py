@@ -26,23 +26,12 @@ MINDFORMERS_TAGS = {
     "perf/samples_per_s": "throughput",
 }
 
-_custom: dict[str, str] = {}
-_eval: dict[str, str] = {}
-
 
 def tag_for(key: str) -> str:
     """Tag of a user scalar: ``key`` as is when it has a namespace, else ``train/<key>``."""
-    tag = _custom.get(key)
-    if tag is None:
-        tag = key if "/" in key else f"train/{key}"
-        _custom[key] = tag
-    return tag
+    return key if "/" in key else f"train/{key}"
 
 
 def eval_tag(key: str) -> str:
     """Tag of an evaluation metric: ``eval/<key>`` unless it has a namespace already."""
-    tag = _eval.get(key)
-    if tag is None:
-        tag = key if "/" in key else f"eval/{key}"
-        _eval[key] = tag
-    return tag
+    return key if "/" in key else f"eval/{key}"

@@ -56,6 +56,7 @@ from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
+from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
 
 __all__ = ["TensorBoard", "TrainingMonitor"]
@@ -63,17 +64,6 @@ __all__ = ["TensorBoard", "TrainingMonitor"]
 log = logging.getLogger(__name__)
 
 _MINDFORMERS_CELLS = ("MFTrainOneStepCell", "MFPipelineWithLossScaleCell")
-
-
-def _float(value: Any) -> float:
-    """A step output as a Python float. ``Tensor.item()`` is the cheap way: about 4 us for
-    a fresh GRAPH-mode output vs 27 us for ``float(t.asnumpy())`` (1 ms vs 16 us in
-    PyNative, where asnumpy also waits for the whole async queue)."""
-    if hasattr(value, "item") and getattr(value, "size", 1) == 1:
-        return float(value.item())
-    if hasattr(value, "asnumpy"):
-        value = value.asnumpy()
-    return float(np.asarray(value).reshape(-1)[0])
 
 
 def output_layout(train_network: Any) -> str:
@@ -90,17 +80,17 @@ def output_layout(train_network: Any) -> str:
 def unpack_outputs(outputs: Any, layout: str) -> dict[str, float]:
     """``{'loss': ..., 'grad_norm': ..., ...}`` from a train cell's outputs."""
     if not isinstance(outputs, (tuple, list)):
-        return {"loss": _float(outputs)}
-    values = {"loss": _float(outputs[0])}
+        return {"loss": to_float(outputs)}
+    values = {"loss": to_float(outputs[0])}
     if layout == "grad_norm" and len(outputs) >= 2:
-        values["grad_norm"] = _float(outputs[1])
+        values["grad_norm"] = to_float(outputs[1])
     elif layout == "loss_scale" and len(outputs) >= 3:
-        values["overflow"] = float(bool(_float(outputs[1])))
-        values["loss_scale"] = _float(outputs[2])
+        values["overflow"] = float(bool(to_float(outputs[1])))
+        values["loss_scale"] = to_float(outputs[2])
     elif layout == "mindformers" and len(outputs) >= 5:
-        values["overflow"] = float(bool(_float(outputs[1])))
-        values["loss_scale"] = _float(outputs[2])
-        values["grad_norm"] = _float(outputs[4])
+        values["overflow"] = float(bool(to_float(outputs[1])))
+        values["loss_scale"] = to_float(outputs[2])
+        values["grad_norm"] = to_float(outputs[4])
     return values
 
 
@@ -344,7 +334,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         metrics: dict[str, float] = {}
         for key, value in results.items():
             try:
-                metrics["loss" if key == "eval_loss" else key] = _float(value)
+                metrics["loss" if key == "eval_loss" else key] = to_float(value)
             except (TypeError, ValueError, IndexError):
                 self._warn_once(
                     f"eval:{key}", f"eval metric {key!r} is not a number: {value!r:.50}"
@@ -380,7 +370,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             net.set_train(False)
             try:
                 losses = [
-                    _float(net(*batch))
+                    to_float(net(*batch))
                     for batch in self.eval_dataset.create_tuple_iterator(num_epochs=1)
                 ]
             finally:

@@ -31,6 +31,8 @@ import numpy as np
 from mindspore import Parameter, Tensor
 from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
+from mindwatch.mindspore.tensors import to_float
+
 __all__ = ["LearningRateReader", "find_optimizer"]
 
 log = logging.getLogger(__name__)
@@ -47,12 +49,6 @@ def find_optimizer(cb_params: Any) -> Any:
     return optimizer
 
 
-def _scalar(tensor: Any) -> float:
-    if getattr(tensor, "size", 0) == 1:
-        return float(tensor.item())  # cheaper than asnumpy() for one element
-    return float(np.asarray(tensor.asnumpy()).reshape(-1)[0])
-
-
 class LearningRateReader:
     """Exact lr of the last optimizer update, cheap enough to call every step."""
 
@@ -67,7 +63,7 @@ class LearningRateReader:
     def step(self) -> int:
         """0-based index of the optimizer update that ran last (read once per ``read``)."""
         if self._step is None:
-            self._step = max(int(_scalar(self.optimizer.global_step)) - 1, 0)
+            self._step = max(int(to_float(self.optimizer.global_step)) - 1, 0)
         return self._step
 
     def read(self) -> list[tuple[str, float]]:
@@ -91,7 +87,7 @@ class LearningRateReader:
     def _value(self, lr: Any, index: int) -> tuple[str, float]:
         # The step (a device read) is only fetched for lrs that depend on it.
         if isinstance(lr, Parameter):
-            return lr.name, _scalar(lr)
+            return lr.name, to_float(lr)
         inner = getattr(lr, "learning_rate", None)
         if isinstance(inner, Parameter):
             if len(inner.shape) == 1:  # _IteratorLearningRate: per-step values
@@ -101,17 +97,17 @@ class LearningRateReader:
                 # Past the end the optimizer itself fails (Gather out of range).
                 step = min(self.step(), table.shape[0] - 1)
                 return inner.name, float(table[step])
-            return inner.name, _scalar(inner)  # _ConvertToCell: fixed lr in a group
+            return inner.name, to_float(inner)  # _ConvertToCell: fixed lr in a group
         if isinstance(lr, LearningRateSchedule):
             return f"schedule_{index}", self._schedule(lr, self.step())
         if isinstance(lr, Tensor):
-            return f"lr_{index}", _scalar(lr)
+            return f"lr_{index}", to_float(lr)
         raise TypeError(f"unsupported learning-rate object {type(lr).__name__}")
 
     @staticmethod
     def _call(schedule: Any, step: int) -> float:
         # Same dtype and shape as Optimizer.global_step, so the compiled graph is reused.
-        return _scalar(schedule(Tensor(np.array([step], np.int32))))
+        return to_float(schedule(Tensor(np.array([step], np.int32))))
 
     def _schedule(self, schedule: Any, step: int) -> float:
         key = id(schedule)

@@ -51,6 +51,7 @@ from typing import Any, Optional
 from rich.table import Table
 from rich.text import Text
 
+from mindwatch.events.writer import EVENT_FILE_PREFIX
 from mindwatch.runinfo import RUN_FILE
 from mindwatch.runinfo import process_alive as pid_alive
 
@@ -69,7 +70,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-EVENT_PREFIX = "events.out.tfevents."
 #: A run recorded as ``running`` on another host is ``stale`` after this long without a
 #: change to any of its files. Generous: a long evaluation or checkpoint writes nothing.
 STALE_SECS = 600.0
@@ -210,7 +210,7 @@ def find_runs(
     host = socket.gethostname()
     found = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=_walk_error):
-        if RUN_FILE in filenames or any(n.startswith(EVENT_PREFIX) for n in filenames):
+        if RUN_FILE in filenames or any(n.startswith(EVENT_FILE_PREFIX) for n in filenames):
             dirnames.clear()  # rank_1/ and the like belong to this run
             found.append(_load(root, Path(dirpath), now, host, active_secs))
     return sorted(found, key=lambda run: (run.sort_time, run.name))
