@@ -39,6 +39,8 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"checkpoint": {"save_checkpoint_steps": 0}}, "a checkpoint every 0 steps"),
     ({"name_hparams": ["lr"]}, "folder name from an hparam that is not given"),
     ({"hparams": {"layers": {"a": 1}}}, "hparam values must be scalars"),
+    ({"aggregate_every": -1}, "a negative reduction interval"),
+    ({"reductions": {"accuracy": "average"}}, "not one of the reduction kinds"),
 ]
 
 

@@ -38,12 +38,14 @@ from pydantic import (
     model_validator,
 )
 
-__all__ = ["CheckpointSettings", "ConfigError", "MonitorConfig", "canonical_key"]
+__all__ = ["CheckpointSettings", "ConfigError", "MonitorConfig", "ReduceKind", "canonical_key"]
 
 log = logging.getLogger(__name__)
 
 
 HistogramKind = Literal["parameters", "gradients"]
+# How a metric is combined across data-parallel ranks (see mindwatch.aggregate).
+ReduceKind = Literal["mean", "sum", "max", "min", "once", "per_rank"]
 _HISTOGRAM_KINDS: tuple[HistogramKind, ...] = ("parameters", "gradients")
 
 
@@ -229,6 +231,41 @@ class MonitorConfig(BaseModel):
         description="Steps the run will take, for the progress bar and ETA (the MindSpore "
         "callback fills it in from the dataset and epochs).",
     )
+    aggregate_every: Union[int, Literal["auto"]] = Field(
+        default="auto",
+        description="Multi-card: reduce the buffered per-step values of all ranks together "
+        "every this many steps (one collective per interval; every step still gets its "
+        "exact point). 'auto' starts at 10 and then picks the interval that keeps the "
+        "collective under 0.5 % of the step time (at most 200 steps); 0 turns reduction "
+        "off (rank 0 writes its own values). Ignored in a single process.",
+    )
+    aggregate_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="Multi-card: seconds to wait for one reduction before giving up on it; "
+        "mindwatch then writes each rank's local values and stops reducing (a warning "
+        "says why; training is never stopped).",
+    )
+    per_rank: bool = Field(
+        default=False,
+        description="Multi-card: every rank also writes '<run>/rank_<r>/' with its own "
+        "values of the metrics that differ between ranks (local loss, step time, "
+        "throughput, ...); TensorBoard shows them as sub-runs.",
+    )
+    reductions: dict[str, ReduceKind] = Field(
+        default_factory=dict,
+        description="Multi-card: how your own metrics combine across ranks, by name or tag, "
+        "e.g. {accuracy: mean, memory_mb: per_rank}: mean (weighted by tokens or samples "
+        "when log_step gets them), sum, max, min, once (already global: rank 0's value) or "
+        "per_rank (only the spread across ranks is written globally). Metrics not listed "
+        "are averaged; built-in metrics declare their own (docs/multicard.md).",
+    )
+    loss_source_rank: Optional[int] = Field(
+        default=None,
+        description="Multi-card: take train/loss from this rank only (negative counts from "
+        "the last rank: -1 is the last). None: the mean over all ranks, or over the last "
+        "pipeline stage's ranks when MindSpore's pipeline_stages > 1.",
+    )
     checkpoint: CheckpointSettings = Field(
         default_factory=CheckpointSettings,
         description="Checkpoints saved by mindwatch.mindspore.build_callbacks: "
@@ -265,6 +302,17 @@ class MonitorConfig(BaseModel):
                 "must be >= 1: a frequency of 0 or less would record nothing (MindSpore's "
                 "SummaryCollector accepts it silently); use 1 to record every step"
             )
+        return value
+
+    @field_validator("aggregate_every", mode="before")
+    @classmethod
+    def _aggregate_every(cls, value: Any) -> Any:
+        if value == "auto":
+            return value
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError("must be 'auto', 0 (no reduction) or a number of steps >= 1")
         return value
 
     @field_validator("histograms_of", mode="before")

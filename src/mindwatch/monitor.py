@@ -9,6 +9,13 @@
 measures the step time and hands one tuple to the background writer (about 1-2 us for
 a whole step). The MindSpore callback (:mod:`mindwatch.mindspore`) drives the same
 calls from ``Model.train``.
+
+Under data parallelism (several ranks), give every rank a Monitor with the framework's
+collective (``collective=mindwatch.mindspore.MindSporeCollective()``): rank 0 then
+writes one global run with every metric reduced across ranks as it declares
+(:mod:`mindwatch.aggregate`), the other ranks write nothing there, and with
+``per_rank: true`` each rank also writes ``<run>/rank_<r>/``. Without a collective,
+rank 0 writes its own values and rank ``r`` writes its own to ``<run>/rank_<r>/``.
 """
 
 from __future__ import annotations
@@ -18,14 +25,21 @@ import logging
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from mindwatch.config import MonitorConfig
+from mindwatch.aggregate import (
+    AggregationError,
+    Aggregator,
+    Collective,
+    ReductionTable,
+    env_rank_and_world,
+)
+from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events import EventFileWriter, lifecycle
 from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
-from mindwatch.events.writer import PathLike, WriterStats, has_event_files
+from mindwatch.events.writer import LogDirError, PathLike, WriterStats, has_event_files
 from mindwatch.metrics.derived import perplexity
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.tags import MINDFORMERS_TAGS, TAGS, eval_tag, tag_for
@@ -111,10 +125,18 @@ class Monitor:
         config: a :class:`MonitorConfig`, a dict of its fields, or a YAML file path
             (mindwatch's own keys, or a MindFormers training YAML).
         total_steps: overrides ``config.total_steps`` (progress bar and ETA).
-        world_size, rank: recorded in ``run.json``.
+        world_size, rank: this process's place in a data-parallel job; by default the
+            collective's, else ``RANK_ID`` / ``RANK_SIZE`` (``msrun`` sets them), else a
+            single process.
         run_info: extra fields for ``run.json`` (e.g. the framework's settings).
         resume_step: this attempt resumes training at this step (the first step it will
             log) in a folder an earlier attempt wrote: see :meth:`mark_resume`.
+        collective: the framework's all-gather (see :class:`mindwatch.aggregate.Collective`)
+            for reducing metrics across ranks; every rank must then create its Monitor
+            and log the same steps.
+        reductions: ``{name or tag: kind}`` declarations that win over the config's.
+        loss_ranks: the ranks ``train/loss`` comes from (pipeline parallelism: the last
+            stage's); the config's ``loss_source_rank`` wins.
     """
 
     def __init__(
@@ -123,10 +145,13 @@ class Monitor:
         config: Union[MonitorConfig, Mapping[str, Any], str, Path, None] = None,
         *,
         total_steps: Optional[int] = None,
-        world_size: int = 1,
-        rank: int = 0,
+        world_size: Optional[int] = None,
+        rank: Optional[int] = None,
         run_info: Optional[Mapping[str, Any]] = None,
         resume_step: Optional[int] = None,
+        collective: Optional[Collective] = None,
+        reductions: Optional[Mapping[str, ReduceKind]] = None,
+        loss_ranks: Optional[Sequence[int]] = None,
     ) -> None:
         self.config = MonitorConfig.from_any(config)
         target = logdir if logdir is not None else self.config.logdir
@@ -136,27 +161,35 @@ class Monitor:
                 "or set 'logdir' in the config"
             )
         cfg = self.config
+        env_rank, env_world = env_rank_and_world()
+        if collective is not None:
+            env_rank, env_world = int(collective.rank), int(collective.world_size)
+        self.rank = env_rank if rank is None else int(rank)
+        self.world_size = env_world if world_size is None else int(world_size)
+        self._aggregator: Optional[Aggregator] = None
+        if collective is not None and self.world_size > 1 and cfg.aggregate_every != 0:
+            self._aggregator = self._new_aggregator(collective, reductions, loss_ranks)
         if cfg.run_name:
-            named = {key: cfg.hparams[key] for key in cfg.name_hparams}
-            target = make_run_dir(target, cfg.run_name, named)
-        fresh = not has_event_files(target)
-        self._writer = EventFileWriter(
-            target,
-            flush_secs=cfg.flush_secs,
-            max_file_size=cfg.max_file_size,
-            max_queue=cfg.max_queue,
-            max_block_secs=cfg.max_block_secs,
-            # A run's first session starts with SessionLog.START, as TensorFlow's did:
-            # TensorBoard's server treats the first START in a run as the start and
-            # only later ones as restarts, so a resume's marker needs this one.
-            purge_step=0 if fresh else None,
-        )
-        self.logdir = self._writer.logdir
-        self.world_size = world_size
+            target = self._run_dir(target)
+        self.logdir = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
+        # Who writes what: rank 0 the global run; a rank whose values are reduced writes
+        # its own folder only with per_rank; a rank with nobody to reduce with writes
+        # its own folder always (its values would be lost otherwise).
+        reduced = self._aggregator is not None
+        self._writer: Optional[EventFileWriter] = None  # the global run (rank 0)
+        self._rank_writer: Optional[EventFileWriter] = None  # <run>/rank_<r>/
+        if self.rank == 0:
+            self._writer = self._open_writer(self.logdir)
+        if (reduced and cfg.per_rank) or (self.rank != 0 and not reduced):
+            self._rank_writer = self._open_writer(self.logdir / f"rank_{self.rank}")
+        # Where the values nobody reduces go (histograms, text, eval, log_scalars).
+        self._own = self._writer if self.rank == 0 else (None if reduced else self._rank_writer)
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
         self._clock = StepClock()
         self._progress = ProgressReporter(
-            every=cfg.print_every, mode=cfg.progress, total=self.total_steps
+            every=cfg.print_every if self.rank == 0 else 0,
+            mode=cfg.progress,
+            total=self.total_steps,
         )
         self.nonfinite: dict[str, int] = {}
         self._tags: dict[str, str] = {}
@@ -168,14 +201,21 @@ class Monitor:
         self.last_step: Optional[int] = None
         self.steps_logged = 0
         self._closed = False
-        self._run = RunInfo(
-            self.logdir,
-            config=cfg.model_dump(mode="json") | {"logdir": str(self.logdir)},
-            world_size=world_size,
-            rank=rank,
-            extra=run_info,
-        )
-        self._run.write()
+        # run.json belongs to the run, written by the rank that writes the global run
+        # (or, without reduction, by each rank for its own folder).
+        run_folder: Optional[Path] = self.logdir
+        if self.rank != 0:
+            run_folder = self._own.logdir if self._own is not None else None
+        self._run: Optional[RunInfo] = None
+        if run_folder is not None:
+            self._run = RunInfo(
+                run_folder,
+                config=cfg.model_dump(mode="json") | {"logdir": str(self.logdir)},
+                world_size=self.world_size,
+                rank=self.rank,
+                extra=run_info,
+            )
+            self._run.write()
         if resume_step is not None:
             self.mark_resume(resume_step)
         self._hparams: dict[str, HParamValue] = {}
@@ -183,8 +223,71 @@ class Monitor:
         self._start_time = time.time()
         if cfg.hparams:
             self.log_hparams(cfg.hparams)
-        self._writer.add_text("mindwatch/config", _config_markdown(self._run.data["config"]), 0)
+        if self._own is not None and self._run is not None:
+            text = _config_markdown(self._run.data["config"])
+            self._own.add_text("mindwatch/config", text, 0)
         lifecycle.register(self)
+
+    def _open_writer(self, folder: Path) -> EventFileWriter:
+        cfg = self.config
+        return EventFileWriter(
+            folder,
+            flush_secs=cfg.flush_secs,
+            max_file_size=cfg.max_file_size,
+            max_queue=cfg.max_queue,
+            max_block_secs=cfg.max_block_secs,
+            # A run's first session starts with SessionLog.START, as TensorFlow's did:
+            # TensorBoard's server treats the first START in a run as the start and
+            # only later ones as restarts, so a resume's marker needs this one.
+            purge_step=0 if not has_event_files(folder) else None,
+        )
+
+    def _new_aggregator(
+        self,
+        collective: Collective,
+        reductions: Optional[Mapping[str, ReduceKind]],
+        loss_ranks: Optional[Sequence[int]],
+    ) -> Aggregator:
+        cfg = self.config
+        if cfg.loss_source_rank is not None:
+            loss_ranks = (cfg.loss_source_rank,)
+        table = ReductionTable({**cfg.reductions, **(reductions or {})}, loss_ranks=loss_ranks)
+        return Aggregator(
+            collective,
+            table,
+            every=cfg.aggregate_every,
+            timeout=cfg.aggregate_timeout,
+            emit_global=self._emit_global if self.rank == 0 else None,
+            emit_local=self._emit_local if cfg.per_rank else None,
+            on_failure=self._aggregation_failed,
+        )
+
+    def _run_dir(self, root: PathLike) -> Path:
+        """The new run folder ``<root>/<date>_<run_name>_<hparams>``, the same on every rank.
+
+        Rank 0 creates it; with a collective, the other ranks learn its name from rank
+        0 (their clocks, and the ``-2`` suffix for a taken name, could differ).
+        """
+        cfg = self.config
+        named = {key: cfg.hparams[key] for key in cfg.name_hparams}
+        aggregator = self._aggregator
+        if self.world_size == 1 or (self.rank == 0 and aggregator is None):
+            return make_run_dir(root, cfg.run_name or "run", named)
+        if aggregator is not None:
+            made = str(make_run_dir(root, cfg.run_name or "run", named)) if self.rank == 0 else ""
+            try:
+                return Path(aggregator.agree_on_text(made))
+            except AggregationError as exc:
+                log.warning(
+                    "mindwatch: rank %d could not learn the run folder from rank 0 (%s); "
+                    "every rank writes its own values to its own folder",
+                    self.rank,
+                    exc,
+                )
+                self._aggregator = None
+                if self.rank == 0:
+                    return Path(made)
+        return make_run_dir(root, f"{cfg.run_name}_rank{self.rank}", named)
 
     # ------------------------------------------------------------------ logging
 
@@ -197,6 +300,7 @@ class Monitor:
         grad_norm: Any = None,
         samples: Any = None,
         tokens: Any = None,
+        reduce: Optional[Mapping[str, ReduceKind]] = None,
         **scalars: Any,
     ) -> None:
         """Log one training step.
@@ -209,8 +313,14 @@ class Monitor:
                 with the wall time since the previous call they give
                 ``perf/samples_per_s`` and ``perf/tokens_per_s``. ``perf/step_time_ms``
                 is always written (except on a call where no time passed).
+            reduce: how some of these values combine across ranks, e.g.
+                ``{"accuracy": "mean", "memory_mb": "per_rank"}`` (see :meth:`declare`).
             **scalars: more values; ``name`` becomes ``train/name``, a name containing
                 ``/`` is used as the tag unchanged.
+
+        Under reduction across ranks the step's values are buffered and written, reduced,
+        when the interval completes (``aggregate_every``); every rank must log the same
+        steps.
 
         Non-finite values are written as they are (TensorBoard plots NaN/Inf) and
         counted in :attr:`nonfinite`. A value that is not a number raises TypeError
@@ -220,6 +330,24 @@ class Monitor:
             step = _step(step)
         if self._every > 1 and not self._collect(step):
             self._clock.skip(step)  # collect_freq: the next recorded step's timing covers it
+            return
+        if reduce:
+            self.declare(reduce)
+        aggregator = self._aggregator
+        if aggregator is not None:
+            try:
+                self._buffer_step(
+                    aggregator,
+                    step,
+                    loss=loss,
+                    lr=lr,
+                    grad_norm=grad_norm,
+                    samples=samples,
+                    tokens=tokens,
+                    scalars=scalars,
+                )
+            finally:  # whatever happened, the ranks' collectives must stay paired
+                aggregator.step_end(step)
             return
         wall = time.time()
         values: list[tuple[str, float]] = []
@@ -260,16 +388,128 @@ class Monitor:
                 self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
         if not self._hparams_written:
             self._write_hparams()
-        self._writer.add_scalars(step, values, wall)
-        if self._mindformers_tags:
-            self._write_mindformers_view(step, values, samples, wall)
+        writer = self._own
+        if writer is not None:
+            writer.add_scalars(step, values, wall)
+            if self._mindformers_tags:
+                self._write_mindformers_view(writer, step, values, samples, wall)
         self.last_step = step
         self.steps_logged += 1
         if self._progress.due(step):
             self._progress.update(step, dict(values), wall)
 
+    def _buffer_step(
+        self,
+        aggregator: Aggregator,
+        step: int,
+        *,
+        loss: Any,
+        lr: Any,
+        grad_norm: Any,
+        samples: Any,
+        tokens: Any,
+        scalars: Mapping[str, Any],
+    ) -> None:
+        """``log_step`` under reduction: the values go to the buffer, not the writer.
+
+        Derived values (perplexity) are computed from the reduced values when written.
+        """
+        wall = time.time()
+        values: list[tuple[str, float]] = []
+        if loss is not None:
+            values.append((_LOSS, _number("loss", loss)))
+        if lr is not None:
+            values.append((_LR, _number("lr", lr)))
+        if grad_norm is not None:
+            values.append((_GRAD_NORM, _number("grad_norm", grad_norm)))
+        for key, value in scalars.items():
+            tag = self._tags.get(key)
+            if tag is None:
+                tag = self._tags[key] = tag_for(key)
+            values.append((tag, _number(key, value)))
+        n_samples = None if samples is None else _number("samples", samples)
+        n_tokens = None if tokens is None else _number("tokens", tokens)
+        if n_tokens is None and n_samples is not None and self._tokens_per_sample:
+            n_tokens = n_samples * self._tokens_per_sample
+        timing = self._clock.tick(step)
+        if timing is not None:
+            seconds, steps = timing
+            values.append((_STEP_TIME, seconds * 1000.0 / steps))
+            if n_samples is not None:
+                values.append((_SAMPLES, n_samples * steps / seconds))
+            if n_tokens is not None:
+                values.append((_TOKENS, n_tokens * steps / seconds))
+        for tag, value in values:
+            if value - value != 0.0:
+                self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
+        if not self._hparams_written:
+            self._write_hparams()
+        aggregator.add(step, wall, values, n_samples, n_tokens)
+        self.last_step = step
+        self.steps_logged += 1
+
+    def _with_derived(self, values: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        if self._perplexity:
+            for tag, value in values:
+                if tag == _LOSS:
+                    return [*values, (_PERPLEXITY, perplexity(value))]
+        return values
+
+    def _emit_global(
+        self, step: int, values: list[tuple[str, float]], wall: float, samples: Optional[float]
+    ) -> None:
+        """A step of the global run, reduced across ranks (on the collective thread)."""
+        writer = self._writer
+        if writer is None:
+            return
+        values = self._with_derived(values)
+        writer.add_scalars(step, values, wall)
+        if self._mindformers_tags:
+            self._write_mindformers_view(writer, step, values, samples, wall)
+        if self._progress.due(step):
+            self._progress.update(step, dict(values), wall)
+
+    def _emit_local(
+        self, step: int, values: list[tuple[str, float]], wall: float, samples: Optional[float]
+    ) -> None:
+        """A step of this rank's own folder: its local values of the reduced metrics."""
+        writer = self._rank_writer
+        if writer is not None:
+            writer.add_scalars(step, self._with_derived(values), wall)
+
+    def _aggregation_failed(self, step: int, reason: str) -> None:
+        """Reductions stopped: record it, and make sure this rank's values land somewhere."""
+        if self._run is not None:
+            self._run.update(**self._aggregation_summary())
+            self._run.write()
+        if self.rank != 0 and self._rank_writer is None and self._aggregator is not None:
+            try:
+                self._rank_writer = self._open_writer(self.logdir / f"rank_{self.rank}")
+            except LogDirError as exc:
+                log.warning("mindwatch: rank %d cannot write its own values: %s", self.rank, exc)
+                return
+            self._own = self._rank_writer
+            self._aggregator.emit_local = self._emit_local
+
+    def declare(self, reductions: Mapping[str, ReduceKind]) -> None:
+        """Declare how your own metrics combine across ranks: ``{"accuracy": "mean"}``.
+
+        Kinds: ``mean`` (weighted by tokens or samples when given), ``sum``, ``max``,
+        ``min``, ``once`` (already global) and ``per_rank``; see
+        :mod:`mindwatch.aggregate.reductions`. Declare before the metric's first step:
+        every rank must declare the same. Ignored in a single process.
+        """
+        if self._aggregator is not None:
+            for key, kind in reductions.items():
+                self._aggregator.table.declare(key, kind)
+
     def _write_mindformers_view(
-        self, step: int, values: list[tuple[str, float]], samples: Any, wall: float
+        self,
+        writer: EventFileWriter,
+        step: int,
+        values: list[tuple[str, float]],
+        samples: Any,
+        wall: float,
     ) -> None:
         """``tag_style: mindformers``: the same values under MindFormers' names, once
         against the step and once against samples seen (its ``<tag> vs samples``).
@@ -279,16 +519,20 @@ class Monitor:
         """
         renamed = [(MINDFORMERS_TAGS[t], v) for t, v in values if t in MINDFORMERS_TAGS]
         if samples is None:
-            self._writer.add_scalars(step, renamed, wall)
+            writer.add_scalars(step, renamed, wall)
             return
         batch = _number("samples", samples) * self.world_size
         renamed.append(("batch-size", batch))
-        self._writer.add_scalars(step, renamed, wall)
+        writer.add_scalars(step, renamed, wall)
         twins = [(f"{tag} vs samples", v) for tag, v in renamed]
-        self._writer.add_scalars(int(step * batch), twins, wall)
+        writer.add_scalars(int(step * batch), twins, wall)
 
     def log_eval(self, step: int, **metrics: Any) -> None:
-        """Log evaluation results at ``step`` as ``eval/<name>`` (e.g. ``loss=0.3, acc=0.9``)."""
+        """Log evaluation results at ``step`` as ``eval/<name>`` (e.g. ``loss=0.3, acc=0.9``).
+
+        Under data parallelism every rank usually evaluates the same data, so rank 0's
+        results are written as they are (not reduced).
+        """
         step = _step(step)
         values = [(eval_tag(key), _number(key, value)) for key, value in metrics.items()]
         if self._perplexity and "loss" in metrics:
@@ -296,19 +540,31 @@ class Monitor:
         for tag, value in values:
             if not math.isfinite(value):
                 self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
-        self._writer.add_scalars(step, values)
+        if self._own is not None:
+            self._own.add_scalars(step, values)
         if values and self._progress.enabled:
             shown = ", ".join(f"{tag} {value:.4g}" for tag, value in values)
             print(f"[mindwatch] eval at step {step} | {shown}", flush=True)
 
     def log_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
-        """Log scalars under exactly the given tags (no namespace added)."""
+        """Log scalars under exactly the given tags (no namespace added), unreduced.
+
+        For values that are the same on every rank (model state: parameter norms);
+        under reduction only rank 0's are written. Use :meth:`log_step` for values that
+        differ between ranks.
+        """
         step = _step(step)
-        self._writer.add_scalars(step, [(tag, _number(tag, v)) for tag, v in scalars.items()])
+        values = [(tag, _number(tag, v)) for tag, v in scalars.items()]
+        if self._own is not None:
+            self._own.add_scalars(step, values)
 
     def log_histogram(self, tag: str, values: Any, step: int) -> None:
-        """Log a histogram (bucketed on the writer's thread; the array is copied now)."""
-        self._writer.add_histogram(tag, values, _step(step))
+        """Log a histogram (bucketed on the writer's thread; the array is copied now).
+
+        Like :meth:`log_scalars`, unreduced: under reduction only rank 0's is written.
+        """
+        if self._own is not None:
+            self._own.add_histogram(tag, values, _step(step))
 
     def mark_resume(self, step: int) -> None:
         """This attempt continues the run at ``step``; earlier points at ``>= step`` are void.
@@ -319,9 +575,11 @@ class Monitor:
         step in this attempt's entry.
         """
         step = _step(step)
-        self._writer.add_session_start(step)
-        self._run.update(resumed_at=step)
-        self._run.write()
+        for writer in self._writers():
+            writer.add_session_start(step)
+        if self._run is not None:
+            self._run.update(resumed_at=step)
+            self._run.write()
 
     def log_hparams(self, hparams: Optional[Mapping[str, Any]] = None, **more: Any) -> None:
         """Record the run's hyperparameters for TensorBoard's HPARAMS dashboard.
@@ -332,6 +590,8 @@ class Monitor:
         """
         flat = flatten_hparams({**(hparams or {}), **more})
         self._hparams.update(flat)
+        if self._run is None:
+            return
         self._run.update(hparams=dict(self._hparams))
         if self._hparams_written:
             log.warning(
@@ -343,9 +603,9 @@ class Monitor:
 
     def _write_hparams(self) -> None:
         self._hparams_written = True
-        if self._hparams:
+        if self._hparams and self._own is not None and self._run is not None:
             values = hparams_session_values(self._hparams, start_time_secs=self._start_time)
-            self._writer.add_values(0, values)
+            self._own.add_values(0, values)
             self._run.write()
 
     @property
@@ -353,15 +613,18 @@ class Monitor:
         return dict(self._hparams)
 
     def log_text(self, tag: str, text: str, step: int = 0) -> None:
-        """Log markdown text (TensorBoard's TEXT tab)."""
-        self._writer.add_text(tag, text, _step(step))
+        """Log markdown text (TensorBoard's TEXT tab); under reduction, rank 0's only."""
+        if self._own is not None:
+            self._own.add_text(tag, text, _step(step))
 
     def set_total_steps(self, total_steps: Optional[int]) -> None:
         """Tell the progress display how many steps the run takes (for the bar and ETA)."""
         self.total_steps = total_steps
         self._progress.close()
         self._progress = ProgressReporter(
-            every=self.config.print_every, mode=self.config.progress, total=total_steps
+            every=self.config.print_every if self.rank == 0 else 0,
+            mode=self.config.progress,
+            total=total_steps,
         )
 
     def restart_clock(self) -> None:
@@ -386,60 +649,122 @@ class Monitor:
     def closed(self) -> bool:
         return self._closed
 
+    def _writers(self) -> list[EventFileWriter]:
+        return [w for w in (self._writer, self._rank_writer) if w is not None]
+
     @property
     def writer(self) -> EventFileWriter:
-        return self._writer
+        """The writer of the run this process writes: the global one on rank 0."""
+        writers = self._writers()
+        if not writers:
+            raise RuntimeError(
+                f"rank {self.rank} writes no event files (its values are reduced into rank "
+                "0's run; set per_rank: true for a folder of its own)"
+            )
+        return writers[0]
+
+    @property
+    def rank_logdir(self) -> Optional[Path]:
+        """``<run>/rank_<r>/`` when this rank writes its own folder, else None."""
+        return self._rank_writer.logdir if self._rank_writer is not None else None
+
+    @property
+    def aggregator(self) -> Optional[Aggregator]:
+        """The cross-rank reducer, when this monitor reduces (several ranks, a collective)."""
+        return self._aggregator
 
     @property
     def stats(self) -> WriterStats:
-        return self._writer.stats
+        """Counters of this process's writers, summed."""
+        writers = [w.stats for w in self._writers()]
+        return WriterStats(
+            records_written=sum(w.records_written for w in writers),
+            points_dropped=sum(w.points_dropped for w in writers),
+            write_errors=sum(w.write_errors for w in writers),
+            files=tuple(f for w in writers for f in w.files),
+        )
 
     def flush(self, timeout: Optional[float] = None) -> bool:
-        """Block until everything logged so far is handed to the OS."""
-        return self._writer.flush(timeout)
+        """Block until everything logged so far is handed to the OS.
+
+        Under reduction that means what was reduced so far; steps still buffered for the
+        current interval are written when it completes (or at :meth:`close`).
+        """
+        ok = True
+        if self._aggregator is not None:
+            ok = self._aggregator.sync(timeout)
+        for writer in self._writers():
+            ok = writer.flush(timeout) and ok
+        return ok
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Write everything, close the files and mark the run finished. Idempotent.
 
         ``run.json`` then says ``finished``, or ``terminated`` when SIGTERM closed it.
+        Under reduction the last buffered steps are reduced first, which every rank
+        does in its own ``close()``; closing at interpreter exit or on a signal writes
+        them unreduced instead (the other ranks may not be closing).
         """
+        self._close(timeout, communicate=not lifecycle.closing_all)
+
+    def _close(self, timeout: Optional[float], *, communicate: bool) -> None:
         if self._closed:
             # Closing already (e.g. SIGTERM during the program's own close()): wait for
             # the files like the first caller does, then leave run.json to it.
-            self._writer.close(timeout)
+            for writer in self._writers():
+                writer.close(timeout)
             return
         self._closed = True
         lifecycle.unregister(self)
+        if self._aggregator is not None:
+            self._aggregator.close(communicate=communicate, timeout=timeout)
         self._progress.close()
         if not self._hparams_written:
             self._write_hparams()
-        if self._hparams:
+        if self._hparams and self._own is not None:
             ok = not lifecycle.signal_received
-            self._writer.add_values(
-                self.last_step or 0, hparams_session_end_values(ok, time.time())
+            self._own.add_values(self.last_step or 0, hparams_session_end_values(ok, time.time()))
+        for writer in self._writers():
+            writer.close(timeout)
+        stats = self.stats
+        if self._run is not None:
+            base = self._run.path.parent
+            self._run.finish(
+                status="terminated" if lifecycle.signal_received else "finished",
+                last_step=self.last_step,
+                steps_logged=self.steps_logged,
+                nonfinite=dict(self.nonfinite),
+                points_dropped=stats.points_dropped,
+                write_errors=stats.write_errors,
+                event_files=[os.path.relpath(f, base) for f in stats.files],
+                **self._aggregation_summary(),
             )
-        self._writer.close(timeout)
-        stats = self._writer.stats
-        self._run.finish(
-            status="terminated" if lifecycle.signal_received else "finished",
-            last_step=self.last_step,
-            steps_logged=self.steps_logged,
-            nonfinite=dict(self.nonfinite),
-            points_dropped=stats.points_dropped,
-            write_errors=stats.write_errors,
-            event_files=[os.path.basename(f) for f in stats.files],
-        )
         if self.nonfinite:
             log.warning(
                 "mindwatch: non-finite values were logged: %s",
                 ", ".join(f"{tag} x{n}" for tag, n in sorted(self.nonfinite.items())),
             )
 
+    def _aggregation_summary(self) -> dict[str, Any]:
+        aggregator = self._aggregator
+        if aggregator is None:
+            return {}
+        summary: dict[str, Any] = {
+            "reductions": aggregator.reductions,
+            "interval": aggregator.every,
+        }
+        if aggregator.failure is not None:
+            summary["failed"] = aggregator.failure
+            summary["failed_at_step"] = aggregator.failed_at
+        return {"aggregation": summary}
+
     def __enter__(self) -> Monitor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # Unwinding from an exception: the other ranks may not be closing too, so the
+        # last buffered steps are written unreduced rather than waiting for them.
+        self._close(None, communicate=exc_type is None and not lifecycle.closing_all)
 
     def __repr__(self) -> str:
         return f"Monitor(logdir={str(self.logdir)!r}, last_step={self.last_step})"

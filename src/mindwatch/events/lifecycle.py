@@ -50,6 +50,8 @@ class Closeable(Protocol):
     def close(self, timeout: Optional[float] = None) -> None: ...
 
 
+# True once close_all() runs (interpreter exit or SIGTERM).
+closing_all = False
 # The signal that made us close everything, if any (run.json then says "terminated").
 signal_received: Optional[int] = None
 
@@ -89,6 +91,8 @@ def _live_objects() -> list[Closeable]:
 
 def close_all(timeout: Optional[float] = EXIT_TIMEOUT_SECS) -> None:
     """Close every registered object, newest first; errors are logged, never raised."""
+    global closing_all
+    closing_all = True  # objects may skip work that needs other processes (collectives)
     objects = _live_objects()
     with _lock:
         _objects.clear()

@@ -12,6 +12,8 @@ it, and an Ascend user's own MindSpore build is used as installed.
   update_time)`` callback, a thin front over ``TrainingMonitor``.
 * :func:`build_callbacks` - the callbacks a config describes (monitor, checkpoints), in
   the order that works.
+* :class:`MindSporeCollective` - MindSpore's all-gather, for ``mindwatch.Monitor(...,
+  collective=...)`` in a custom data-parallel loop (``TrainingMonitor`` uses it itself).
 """
 
 from __future__ import annotations
@@ -23,14 +25,22 @@ if TYPE_CHECKING:
     from mindwatch.mindspore.build import build_callbacks
     from mindwatch.mindspore.callback import TensorBoard, TrainingMonitor
     from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
+    from mindwatch.mindspore.collective import MindSporeCollective
 
-__all__ = ["TensorBoard", "TrainOneStepWithGradNormCell", "TrainingMonitor", "build_callbacks"]
+__all__ = [
+    "MindSporeCollective",
+    "TensorBoard",
+    "TrainOneStepWithGradNormCell",
+    "TrainingMonitor",
+    "build_callbacks",
+]
 
 _LAZY = {
     "TrainingMonitor": "mindwatch.mindspore.callback",
     "TensorBoard": "mindwatch.mindspore.callback",
     "TrainOneStepWithGradNormCell": "mindwatch.mindspore.cells",
     "build_callbacks": "mindwatch.mindspore.build",
+    "MindSporeCollective": "mindwatch.mindspore.collective",
 }
 
 

@@ -54,6 +54,11 @@ from mindwatch.events.lifecycle import EXIT_TIMEOUT_SECS
 from mindwatch.events.writer import PathLike
 from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
+from mindwatch.mindspore.collective import (
+    MindSporeCollective,
+    pipeline_loss_ranks,
+    rank_and_world_size,
+)
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
 from mindwatch.mindspore.tensors import to_float
@@ -103,22 +108,6 @@ def _skipped_epoch_steps(cb: Any) -> int:
     return skipped if skipped and step <= batches else 0
 
 
-def rank_and_world_size() -> tuple[int, int]:
-    """This process's rank and the job's size: MindSpore's communication module once
-    ``init()`` ran, else ``RANK_ID`` / ``RANK_SIZE`` (what ``msrun`` exports), else 0 / 1."""
-    try:
-        from mindspore.communication import GlobalComm, get_group_size, get_rank
-
-        if GlobalComm.INITED:
-            return int(get_rank()), int(get_group_size())
-    except Exception:  # an older or unusual build: fall back to the environment
-        pass
-    try:
-        return int(os.environ.get("RANK_ID", "0")), int(os.environ.get("RANK_SIZE", "1"))
-    except ValueError:
-        return 0, 1
-
-
 class TrainingMonitor(Callback):  # type: ignore[misc]
     """A ``mindspore.train.Callback`` that writes TensorBoard curves of a training run.
 
@@ -137,9 +126,14 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
     [monitor])`` results, are written as ``eval/<metric>`` at the last training step,
     with MindSpore's ``eval_loss`` as ``eval/loss``.
 
-    Under data parallelism (until cross-rank reduction lands) rank 0 writes the run
-    folder and every other rank writes its own values to ``<logdir>/rank_<r>/``, so
-    ranks never interleave in one file; only rank 0 prints progress.
+    Under data parallelism give the callback to **every** rank (after
+    ``mindspore.communication.init()``): rank 0 writes the one global run, each metric
+    reduced across ranks as it declares (loss averaged, step time the slowest rank's,
+    throughput summed, lr and grad norm as they are), plus the spread across ranks
+    (``ranks/loss_max``, ``ranks/loss_argmax``, ...); ``per_rank: true`` adds each
+    rank's own values in ``<logdir>/rank_<r>/``. Only rank 0 prints progress. Under
+    pipeline parallelism ``train/loss`` comes from the last stage. See
+    ``docs/multicard.md``.
     """
 
     def __init__(
@@ -176,12 +170,26 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._collect = Every(self.config.collect_freq)
 
     def _new_monitor(self) -> Monitor:
-        config, logdir = self.config, self._base_logdir
-        if self.rank != 0:
-            if logdir is not None:
-                logdir = os.path.join(os.fspath(logdir), f"rank_{self.rank}")
-            config = config.model_copy(update={"print_every": 0})
-        return Monitor(logdir, config, world_size=self.world_size, rank=self.rank)
+        collective = None
+        if self.world_size > 1:
+            if MindSporeCollective.available():
+                collective = MindSporeCollective()
+            else:
+                log.warning(
+                    "mindwatch: %d ranks but mindspore.communication.init() has not run "
+                    "yet, so values cannot be reduced across ranks: each rank writes its "
+                    "own (rank 0 the run folder, rank r its rank_<r>/ sub-folder). Call "
+                    "init() before creating the callback.",
+                    self.world_size,
+                )
+        return Monitor(
+            self._base_logdir,
+            self.config,
+            world_size=self.world_size,
+            rank=self.rank,
+            collective=collective,
+            loss_ranks=pipeline_loss_ranks(self.world_size),
+        )
 
     @property
     def logdir(self) -> Any:

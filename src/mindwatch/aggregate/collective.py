@@ -1,0 +1,129 @@
+"""The one collective mindwatch needs, and a guard that keeps it from hanging training.
+
+mindwatch only ever calls ``all_gather``: each rank contributes one flat float64
+vector, every rank gets the ``(world, n)`` stack. Mean, sum, max, min and the outlier
+rank are all computed from it with numpy, so one call serves every metric. Any
+framework can provide it (:class:`Collective`); the MindSpore one is
+``mindwatch.mindspore.MindSporeCollective``, and ``mindwatch.testing.LocalGroup``
+simulates one with threads.
+
+:class:`CollectiveGuard` runs the call on a daemon thread while the training thread
+waits for it with a timeout. Collectives must be issued in the same order on every
+rank, so the training thread still waits (it may not start the next step's gradient
+all-reduce while ours is in flight); the timeout is what turns "a peer died" into a
+warning instead of a hang. After one failure the guard is *broken* and never issues
+another collective: the peers' state is unknown, and a later call could pair with a
+different collective on another rank.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from typing import Any, Callable, Generic, Optional, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["AggregationError", "Collective", "CollectiveGuard"]
+
+Floats = npt.NDArray[np.float64]
+T = TypeVar("T")
+
+
+class Collective(Protocol):
+    """What mindwatch needs from a framework's communication layer."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    def all_gather(self, vector: Floats) -> Floats:
+        """Every rank's ``vector`` (all of the same length), stacked: ``(world, n)``."""
+        ...
+
+
+class AggregationError(RuntimeError):
+    """A reduction did not complete: timed out, failed, or its data was not trusted."""
+
+
+class _Job(Generic[T]):
+    def __init__(self, collect: Callable[[], T], after: Optional[Callable[[T], None]]) -> None:
+        self.collect = collect
+        self.after = after
+        self.done = threading.Event()
+        self.result: Optional[T] = None
+        self.error: Optional[BaseException] = None
+        self.abandoned = False
+
+
+class CollectiveGuard:
+    """Run collectives on one daemon thread; the caller waits at most ``timeout`` seconds.
+
+    A plain daemon thread, not an executor: a collective stuck on a dead peer must not
+    block interpreter exit.
+    """
+
+    def __init__(self, name: str = "mindwatch-collective") -> None:
+        self.broken: Optional[str] = None
+        self._jobs: queue.SimpleQueue[_Job[Any]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def call(
+        self,
+        collect: Callable[[], T],
+        timeout: float,
+        after: Optional[Callable[[T], None]] = None,
+    ) -> T:
+        """Run ``collect()`` on the collective thread and return its result.
+
+        ``after(result)`` then runs on that thread too, once the caller is released
+        (decoding and writing need not hold up training). Raises
+        :class:`AggregationError` on timeout, on an exception from ``collect``, or if
+        the guard is broken; the guard is then broken for good.
+        """
+        if self.broken is not None:
+            raise AggregationError(self.broken)
+        job: _Job[T] = _Job(collect, after)
+        self._jobs.put(job)
+        if not job.done.wait(timeout):
+            with self._lock:  # the answer may have arrived just now: then it counts
+                job.abandoned = not job.done.is_set()
+        if job.abandoned:
+            self.broken = (
+                f"no answer from the other ranks within {timeout:g} s "
+                "(a rank died, hangs, or does not run mindwatch)"
+            )
+            raise AggregationError(self.broken)
+        if job.error is not None:
+            self.broken = f"{type(job.error).__name__}: {job.error}"
+            raise AggregationError(self.broken) from job.error
+        return job.result  # type: ignore[return-value]
+
+    def sync(self, timeout: float) -> bool:
+        """Wait until every job handed over so far, ``after`` included, has finished."""
+        if self.broken is not None:
+            return True  # nothing is pending that could still finish
+        marker: _Job[None] = _Job(lambda: None, None)
+        self._jobs.put(marker)
+        return marker.done.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job.result = job.collect()
+            except BaseException as exc:  # reported to the caller, never raised here
+                job.error = exc
+            with self._lock:
+                abandoned = job.abandoned
+                job.done.set()
+            if job.after is not None and job.error is None and not abandoned:
+                # after() reports its own failures; nothing may kill this thread
+                with contextlib.suppress(Exception):
+                    job.after(job.result)

@@ -1,0 +1,33 @@
+"""Which rank this process is, before any framework is asked."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+__all__ = ["env_rank_and_world"]
+
+log = logging.getLogger(__name__)
+
+
+def env_rank_and_world() -> tuple[int, int]:
+    """``(rank, world_size)`` from the launcher's environment, else ``(0, 1)``.
+
+    ``msrun`` (and MindSpore's older launch scripts) export ``RANK_ID`` and
+    ``RANK_SIZE`` to every worker; ``MS_WORKER_NUM`` is the world size when only it is
+    set. A malformed value is ignored with a warning rather than guessed.
+    """
+    rank_text = os.environ.get("RANK_ID", "0")
+    size_text = os.environ.get("RANK_SIZE") or os.environ.get("MS_WORKER_NUM") or "1"
+    try:
+        rank, size = int(rank_text), int(size_text)
+    except ValueError:
+        log.warning(
+            "mindwatch: RANK_ID=%r / RANK_SIZE=%r are not integers; logging as a single process",
+            rank_text,
+            size_text,
+        )
+        return 0, 1
+    if size < 1 or not 0 <= rank < size:
+        return 0, 1
+    return rank, size

@@ -1,0 +1,230 @@
+"""How each metric combines across data-parallel ranks, and the maths that does it.
+
+Every tag has a :class:`Reduction`. Built-in metrics declare theirs here; users declare
+their own in the config (``reductions:``) or in ``Monitor.log_step(..., reduce=...)``:
+
+==========  ===========================================================================
+kind        global value (written under the metric's own tag by rank 0)
+==========  ===========================================================================
+mean        mean over ranks, weighted by each rank's tokens (else samples) of that step
+            when ``log_step`` got them: the loss of the whole global batch
+sum         sum over ranks (samples, tokens, throughput of the job)
+max / min   the extreme over ranks (step time: the job is as slow as its slowest rank)
+once        already global (lr, the grad norm after the gradient reducer): rank 0's
+            value, never communicated
+per_rank    no global value: only the spread below, and each rank's own folder
+==========  ===========================================================================
+
+Every kind except ``once`` also gets its spread across ranks written globally:
+``ranks/<name>_min``, ``_max``, ``_mean``, ``_std`` and ``_argmax``, the rank with the
+largest value (a rank whose value is NaN or infinite counts as the largest: that is the
+rank to look at). ``<name>`` is the tag without its first namespace
+(``train/loss`` -> ``loss``, ``perf/step_time_ms`` -> ``step_time_ms``).
+
+A reduction may be limited to some ranks (``ranks``): under pipeline parallelism only
+the last stage computes the loss, and the others report zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import numpy.typing as npt
+
+from mindwatch.config import ReduceKind
+from mindwatch.metrics.tags import TAGS, tag_for
+
+__all__ = [
+    "BUILTIN_REDUCTIONS",
+    "Reduction",
+    "ReductionTable",
+    "reduce_values",
+    "spread_tags",
+]
+
+Floats = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
+
+KINDS: tuple[ReduceKind, ...] = ("mean", "sum", "max", "min", "once", "per_rank")
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """How one metric combines across ranks; ``ranks`` limits which ranks contribute."""
+
+    kind: ReduceKind
+    ranks: Optional[tuple[int, ...]] = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown reduction {self.kind!r}; use one of {', '.join(KINDS)}")
+
+    @property
+    def communicated(self) -> bool:
+        """Whether other ranks' values are needed (everything but ``once``)."""
+        return self.kind != "once"
+
+
+BUILTIN_REDUCTIONS: dict[str, Reduction] = {
+    TAGS["loss"]: Reduction("mean"),
+    TAGS["lr"]: Reduction("once"),
+    TAGS["grad_norm"]: Reduction("once"),  # computed after the gradient AllReduce
+    "train/epoch": Reduction("once"),
+    "train/param_norm": Reduction("once"),
+    "train/loss_scale": Reduction("once"),
+    "train/overflow": Reduction("max"),  # any rank overflowing skips the update
+    TAGS["step_time_ms"]: Reduction("max"),
+    TAGS["samples_per_s"]: Reduction("sum"),
+    TAGS["tokens_per_s"]: Reduction("sum"),
+}
+# Tag prefixes whose metrics are the same on every rank (model state after the update).
+_ONCE_PREFIXES = ("train/lr/", "layers/", "parameters/", "gradients/", "eval/")
+
+
+class ReductionTable:
+    """Tag -> :class:`Reduction`: the user's declarations, then the built-ins, then mean.
+
+    Args:
+        declared: ``{name or tag: kind}`` (a bare name means ``train/<name>``).
+        loss_ranks: ranks ``train/loss`` comes from (pipeline parallelism), or None.
+    """
+
+    def __init__(
+        self,
+        declared: Optional[Mapping[str, ReduceKind]] = None,
+        *,
+        loss_ranks: Optional[Sequence[int]] = None,
+    ) -> None:
+        self._declared: dict[str, Reduction] = {}
+        self._cache: dict[str, Reduction] = {}
+        if loss_ranks is not None:
+            self._declared[TAGS["loss"]] = Reduction("mean", tuple(loss_ranks))
+        for key, kind in (declared or {}).items():
+            self.declare(key, kind)
+
+    def declare(self, key: str, kind: ReduceKind) -> None:
+        """Declare how ``key`` (a name or a tag) is reduced; later declarations win."""
+        tag = tag_for(key)
+        previous = self._declared.get(tag)
+        if previous is not None and previous.kind == kind:
+            return  # log_step(reduce=...) repeats its declaration every step
+        ranks = previous.ranks if previous is not None else None
+        self._declared[tag] = Reduction(kind, ranks)
+        self._cache.pop(tag, None)
+
+    def __getitem__(self, tag: str) -> Reduction:
+        found = self._cache.get(tag)
+        if found is None:
+            found = self._cache[tag] = self._lookup(tag)
+        return found
+
+    def _lookup(self, tag: str) -> Reduction:
+        if tag in self._declared:
+            return self._declared[tag]
+        if tag in BUILTIN_REDUCTIONS:
+            return BUILTIN_REDUCTIONS[tag]
+        if tag.startswith(_ONCE_PREFIXES):
+            return Reduction("once")
+        return Reduction("mean")
+
+
+def spread_tags(tag: str) -> tuple[str, str, str, str, str]:
+    """``ranks/<name>_min``, ``_max``, ``_mean``, ``_std``, ``_argmax`` for ``tag``."""
+    name = tag.split("/", 1)[1] if "/" in tag else tag
+    base = f"ranks/{name}"
+    return (f"{base}_min", f"{base}_max", f"{base}_mean", f"{base}_std", f"{base}_argmax")
+
+
+def reduce_values(
+    values: Floats,
+    present: Mask,
+    reduction: Reduction,
+    weights: Optional[Floats] = None,
+) -> tuple[Floats, Optional[Floats]]:
+    """Reduce one metric over ranks, for many steps at once.
+
+    Args:
+        values: ``(world, steps)`` values; entries where ``present`` is False are ignored.
+        present: ``(world, steps)``: the rank logged the metric at that step.
+        reduction: the metric's reduction.
+        weights: ``(world, steps)`` per-rank weights for ``mean`` (tokens or samples), or
+            None; a step where a contributing rank lacks a positive weight is averaged
+            unweighted.
+
+    Returns:
+        ``(global, spread)``: ``global`` is ``(steps,)`` (NaN where no rank contributed;
+        all NaN for ``per_rank``), ``spread`` is ``(5, steps)`` min/max/mean/std/argmax
+        over every rank that logged the metric, or None for ``once``.
+
+    NaN and infinities propagate: a rank with a NaN loss makes the global loss NaN
+    (the job's update used it), and becomes the ``argmax`` rank.
+    """
+    world, steps = values.shape
+    use = present
+    if reduction.ranks is not None:
+        chosen = np.zeros(world, dtype=bool)
+        for rank in reduction.ranks:
+            if -world <= rank < world:
+                chosen[rank] = True
+        use = present & chosen[:, None]
+    count = use.sum(axis=0)
+    none = count == 0
+    filled = np.where(use, values, 0.0)
+    kind = reduction.kind
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if kind == "mean":
+            result = filled.sum(axis=0) / np.maximum(count, 1)
+            if weights is not None:
+                usable = use & (weights > 0)
+                weighted = (usable == use).all(axis=0) & ~none
+                if weighted.any():
+                    w = np.where(usable, weights, 0.0)
+                    wmean = (filled * w).sum(axis=0) / np.maximum(w.sum(axis=0), 1e-300)
+                    result = np.where(weighted, wmean, result)
+        elif kind == "sum":
+            result = filled.sum(axis=0)
+        elif kind == "max":
+            result = np.where(use, values, -np.inf).max(axis=0)
+            result = _nan_if_any(result, values, use)
+        elif kind == "min":
+            result = np.where(use, values, np.inf).min(axis=0)
+            result = _nan_if_any(result, values, use)
+        elif kind == "once":
+            first = np.argmax(use, axis=0)
+            result = values[first, np.arange(steps)]
+        else:  # per_rank
+            result = np.full(steps, np.nan)
+        result = np.where(none, np.nan, result)
+    if kind == "once":
+        return result, None
+    return result, _spread(values, present)
+
+
+def _nan_if_any(result: Floats, values: Floats, use: Mask) -> Floats:
+    """max/min ignore nothing: NaN in any contributing rank makes the result NaN."""
+    has_nan = (np.isnan(values) & use).any(axis=0)
+    return np.where(has_nan, np.nan, result)
+
+
+def _spread(values: Floats, present: Mask) -> Floats:
+    count = present.sum(axis=0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        low = np.where(present, values, np.inf).min(axis=0)
+        high = np.where(present, values, -np.inf).max(axis=0)
+        has_nan = (np.isnan(values) & present).any(axis=0)
+        low = np.where(has_nan, np.nan, low)
+        high = np.where(has_nan, np.nan, high)
+        filled = np.where(present, values, 0.0)
+        mean = filled.sum(axis=0) / np.maximum(count, 1)
+        dev = np.where(present, values - mean, 0.0)
+        std = np.sqrt((dev * dev).sum(axis=0) / np.maximum(count, 1))
+        # The outlier rank: a non-finite value first (the rank to look at), else the largest.
+        bad = present & ~np.isfinite(values)
+        ranked = np.where(present & np.isfinite(values), values, -np.inf)
+        argmax = np.where(bad.any(axis=0), np.argmax(bad, axis=0), np.argmax(ranked, axis=0))
+    out = np.stack([low, high, mean, std, argmax.astype(np.float64)])
+    out[:, count == 0] = np.nan
+    return out

@@ -1,0 +1,285 @@
+"""Monitors on simulated ranks (threads sharing ``mindwatch.testing.LocalGroup``).
+
+The same code path as under msrun, minus MindSpore: the msrun tests in
+``tests/mindspore/test_multicard.py`` prove it with real workers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pytest
+
+from mindwatch import Monitor
+from mindwatch.aggregate.packing import HEADER
+from mindwatch.testing import LocalGroup
+from tests.tbread import accumulator, scalars
+
+QUIET = {"print_every": 0, "flush_secs": 0.2}
+
+
+def run_ranks(
+    world: int,
+    logdir: Path,
+    body: Callable[[Monitor, int], None],
+    *,
+    config: Optional[dict[str, Any]] = None,
+    group: Optional[LocalGroup] = None,
+    collectives: Optional[list[Any]] = None,
+) -> list[Monitor]:
+    """One thread per rank, each with its own Monitor; re-raises a rank's exception."""
+    group = group or LocalGroup(world)
+    monitors: list[Optional[Monitor]] = [None] * world
+    errors: list[BaseException] = []
+
+    def rank_main(rank: int) -> None:
+        try:
+            collective = collectives[rank] if collectives else group.member(rank)
+            mon = Monitor(logdir, {**QUIET, **(config or {})}, collective=collective)
+            monitors[rank] = mon
+            body(mon, rank)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(world)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive(), "a simulated rank hung"
+    if errors:
+        raise errors[0]
+    return [m for m in monitors if m is not None]
+
+
+def local_loss(rank: int, step: int) -> float:
+    return 1.0 / step + 0.25 * rank
+
+
+def test_rank_0_writes_the_mean_and_the_spread_of_every_step(tmp_path: Path) -> None:
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 26):  # 25: the last 5 steps are reduced at close()
+                mon.log_step(step, loss=local_loss(rank, step), lr=0.1 * (1 + rank), samples=8)
+
+    config = {"aggregate_every": 10, "per_rank": True}
+    monitors = run_ranks(2, tmp_path, body, config=config)
+    curves = scalars(tmp_path)
+    steps = list(range(1, 26))
+    assert [s for s, _ in curves["train/loss"]] == steps
+    for (step, value), (_, high), (_, low), (_, arg) in zip(
+        curves["train/loss"],
+        curves["ranks/loss_max"],
+        curves["ranks/loss_min"],
+        curves["ranks/loss_argmax"],
+    ):
+        mean = (local_loss(0, step) + local_loss(1, step)) / 2
+        assert value == pytest.approx(mean, rel=1e-6)
+        assert high == pytest.approx(local_loss(1, step), rel=1e-6)
+        assert low == pytest.approx(local_loss(0, step), rel=1e-6)
+        assert arg == 1.0
+    assert [v for _, v in curves["train/lr"]] == pytest.approx([0.1] * 25)  # once: rank 0's
+    assert "ranks/lr_max" not in curves
+    assert [s for s, _ in curves["perf/samples_per_s"]] == steps
+    # Each rank's own folder: its local values of the reduced metrics, nothing global.
+    for rank in (0, 1):
+        own = scalars(tmp_path / f"rank_{rank}")
+        assert [v for _, v in own["train/loss"]] == pytest.approx(
+            [local_loss(rank, s) for s in steps]
+        )
+        assert "train/lr" not in own
+        assert not any(t.startswith("ranks/") for t in own)
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["world_size"] == 2
+    assert info["status"] == "finished"
+    assert info["aggregation"] == {"reductions": 3, "interval": 10}
+    assert sorted(Path(f).parent.name for f in monitors[0].stats.files) == [
+        "rank_0",
+        tmp_path.name,
+    ]
+    assert not (tmp_path / "rank_1" / "run.json").exists()
+
+
+def test_without_per_rank_output_only_rank_0_writes_files(tmp_path: Path) -> None:
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 11):
+                mon.log_step(step, loss=local_loss(rank, step))
+
+    run_ranks(2, tmp_path, body, config={"aggregate_every": 4})
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == []
+    assert len(scalars(tmp_path)["train/loss"]) == 10
+
+
+def test_mean_weighted_by_tokens_and_declared_reductions(tmp_path: Path) -> None:
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 7):
+                mon.log_step(
+                    step,
+                    loss=1.0 + rank,
+                    tokens=100 * (1 + 3 * rank),  # rank 1 saw 4x the tokens
+                    accuracy=0.5 + 0.1 * rank,
+                    memory_mb=1000.0 + rank,
+                    reduce={"accuracy": "min", "memory_mb": "per_rank"},
+                )
+
+    run_ranks(2, tmp_path, body, config={"aggregate_every": 3})
+    curves = scalars(tmp_path)
+    assert [v for _, v in curves["train/loss"]] == pytest.approx([(1.0 * 1 + 2.0 * 4) / 5] * 6)
+    assert [v for _, v in curves["train/accuracy"]] == pytest.approx([0.5] * 6)
+    assert "train/memory_mb" not in curves  # per_rank: only the spread is global
+    assert {v for _, v in curves["ranks/memory_mb_max"]} == {1001.0}
+    assert {v for _, v in curves["ranks/memory_mb_argmax"]} == {1.0}
+    assert {v for _, v in curves["perf/tokens_per_s"]} != set()  # sum over ranks
+
+
+def test_a_rank_with_more_tags_than_the_slice_holds_grows_it(tmp_path: Path) -> None:
+    many = {f"m{i}": float(i) for i in range(40)}
+
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 13):
+                extra = many if rank == 1 else {}
+                mon.log_step(step, loss=float(rank), **extra)
+
+    group = LocalGroup(2)
+    run_ranks(2, tmp_path, body, config={"aggregate_every": 6}, group=group)
+    curves = scalars(tmp_path)
+    assert len(curves["train/loss"]) == 12
+    # Rank 0 never logged m0..m39: it cannot name them, so they stay out of the global run.
+    assert "train/m3" not in curves
+    assert group.calls == 4  # 2 flushes + 1 retry with room + the final one at close()
+
+
+def test_auto_interval_agrees_across_ranks_and_keeps_every_step(tmp_path: Path) -> None:
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 301):
+                time.sleep(0.0005 if rank == 0 else 0.0)
+                mon.log_step(step, loss=float(step + rank))
+
+    monitors = run_ranks(2, tmp_path, body, config={"aggregate_every": "auto"})
+    intervals = {m.aggregator.every for m in monitors if m.aggregator is not None}
+    assert len(intervals) == 1  # both ranks use the one agreed interval
+    values = scalars(tmp_path)["train/loss"]
+    assert [s for s, _ in values] == list(range(1, 301))
+    assert all(v == pytest.approx(s + 0.5) for s, v in values)
+
+
+def test_the_auto_interval_keeps_a_reduction_under_half_a_percent_of_a_step() -> None:
+    from mindwatch.aggregate import Aggregator, ReductionTable
+
+    agg = Aggregator(LocalGroup(1).member(0), ReductionTable(), every="auto")
+    rows = [(s, s * 0.010, [], None, None) for s in range(1, 11)]  # 10 ms steps
+    assert agg._proposal(rows) == 10  # nothing measured yet: keep the start value
+    agg._cost = 0.001  # 1 ms per reduction
+    assert agg._proposal(rows) == 20  # 1 ms / (0.5 % x 10 ms)
+    agg._cost = 1.0
+    assert agg._proposal(rows) == 200  # capped: the global curve may lag 200 steps at most
+    agg._cost = 1e-6
+    assert agg._proposal(rows) == 1
+
+
+def test_a_dead_rank_costs_one_timeout_then_local_values(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mindwatch")
+    finished: set[int] = set()
+
+    def body(mon: Monitor, rank: int) -> None:
+        for step in range(1, 41):
+            if rank == 1 and step == 13:
+                return  # dies: never logs again, never closes
+            mon.log_step(step, loss=float(rank))
+        mon.close()
+        finished.add(rank)
+
+    run_ranks(2, tmp_path, body, config={"aggregate_every": 5, "aggregate_timeout": 1.0})
+    assert 0 in finished  # rank 0 got through the timeout, training went on, it closed
+    values = scalars(tmp_path)["train/loss"]
+    assert [s for s, _ in values] == list(range(1, 41))  # nothing lost
+    assert [v for s, v in values if s <= 10] == [0.5] * 10  # reduced while rank 1 lived
+    assert [v for s, v in values if s > 15] == [0.0] * 25  # then rank 0's own
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["aggregation"]["failed_at_step"] == 15
+    assert "no answer from the other ranks within 1 s" in info["aggregation"]["failed"]
+    warnings = [r.getMessage() for r in caplog.records if "reduction at step 15" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+class _Impostor:
+    """A collective whose answer is not mindwatch's (another collective paired with ours)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank, self.world_size = rank, 2
+
+    def all_gather(self, vector: np.ndarray) -> np.ndarray:
+        other = np.full_like(vector, 1.0)
+        other[:HEADER] = 7.0
+        return np.stack([vector, other])
+
+
+def test_data_from_another_collective_is_not_trusted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mindwatch")
+    with Monitor(tmp_path, {**QUIET, "aggregate_every": 2}, collective=_Impostor(0)) as mon:
+        for step in range(1, 7):
+            mon.log_step(step, loss=3.0)
+    assert [v for _, v in scalars(tmp_path)["train/loss"]] == [3.0] * 6
+    assert any("is not mindwatch's" in r.getMessage() for r in caplog.records)
+
+
+def test_run_name_gives_every_rank_rank_0s_folder(tmp_path: Path) -> None:
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            if rank == 1:
+                time.sleep(1.1)  # a different second on its clock
+            mon.log_step(1, loss=1.0)
+
+    monitors = run_ranks(2, tmp_path, body, config={"run_name": "exp", "per_rank": True})
+    assert monitors[0].logdir == monitors[1].logdir
+    assert len(list(tmp_path.iterdir())) == 1
+    assert monitors[1].rank_logdir == monitors[0].logdir / "rank_1"
+
+
+def test_an_exception_on_one_rank_does_not_wait_for_the_others_at_close(
+    tmp_path: Path,
+) -> None:
+    group = LocalGroup(2)
+    mon = Monitor(tmp_path, {**QUIET, "aggregate_every": 100}, collective=group.member(0))
+
+    def train() -> None:
+        with mon:
+            mon.log_step(1, loss=2.0)
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        train()
+    assert group.attempts == [0, 0]  # no final collective: rank 1 would never come
+    assert scalars(tmp_path)["train/loss"] == [(1, 2.0)]
+
+
+def test_histograms_text_and_eval_come_from_rank_0_only(tmp_path: Path) -> None:
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            mon.log_step(1, loss=1.0)
+            mon.log_eval(1, loss=0.5 + rank)
+            mon.log_histogram("parameters/w", np.arange(10.0) + rank, 1)
+            mon.log_text("notes", f"rank {rank}", 1)
+
+    run_ranks(2, tmp_path, body, config={"aggregate_every": 1, "per_rank": True})
+    acc = accumulator(tmp_path)
+    assert [e.value for e in acc.Scalars("eval/loss")] == [0.5]
+    assert acc.Tags()["histograms"] == ["parameters/w"]
+    rank_1 = accumulator(tmp_path / "rank_1").Tags()
+    assert rank_1["histograms"] == []
+    assert "eval/loss" not in rank_1["scalars"]
