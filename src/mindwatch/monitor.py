@@ -707,7 +707,15 @@ class Monitor:
         """
         self._close(timeout, communicate=not lifecycle.closing_all)
 
-    def _close(self, timeout: Optional[float], *, communicate: bool) -> None:
+    def abort(self, error: object, timeout: Optional[float] = None) -> None:
+        """Close after training failed with ``error``: ``run.json`` says ``failed``.
+
+        Everything logged is written; steps still buffered for a reduction are written
+        unreduced (the other ranks may never reach theirs).
+        """
+        self._close(timeout, communicate=False, error=error)
+
+    def _close(self, timeout: Optional[float], *, communicate: bool, error: object = None) -> None:
         if self._closed:
             # Closing already (e.g. SIGTERM during the program's own close()): wait for
             # the files like the first caller does, then leave run.json to it.
@@ -722,15 +730,23 @@ class Monitor:
         if not self._hparams_written:
             self._write_hparams()
         if self._hparams and self._own is not None:
-            ok = not lifecycle.signal_received
+            ok = not lifecycle.signal_received and error is None
             self._own.add_values(self.last_step or 0, hparams_session_end_values(ok, time.time()))
         for writer in self._writers():
             writer.close(timeout)
         stats = self.stats
         if self._run is not None:
             base = self._run.path.parent
+            status = "terminated" if lifecycle.signal_received else "finished"
+            failure = {}
+            if error is not None:
+                status = "failed"
+                # One line: framework errors carry pages of call stacks.
+                text = " ".join(str(error).split())
+                failure["error"] = f"{type(error).__name__}: {text}"[:300]
             self._run.finish(
-                status="terminated" if lifecycle.signal_received else "finished",
+                status=status,
+                **failure,
                 last_step=self.last_step,
                 steps_logged=self.steps_logged,
                 nonfinite=dict(self.nonfinite),
@@ -752,6 +768,8 @@ class Monitor:
         summary: dict[str, Any] = {
             "reductions": aggregator.reductions,
             "interval": aggregator.every,
+            # Later steps in the global run are rank 0's own values.
+            "last_reduced_step": aggregator.last_reduced_step,
         }
         if aggregator.failure is not None:
             summary["failed"] = aggregator.failure
@@ -761,10 +779,13 @@ class Monitor:
     def __enter__(self) -> Monitor:
         return self
 
-    def __exit__(self, exc_type: object, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         # Unwinding from an exception: the other ranks may not be closing too, so the
         # last buffered steps are written unreduced rather than waiting for them.
-        self._close(None, communicate=exc_type is None and not lifecycle.closing_all)
+        if exc is not None:
+            self.abort(exc)
+        else:
+            self.close()
 
     def __repr__(self) -> str:
         return f"Monitor(logdir={str(self.logdir)!r}, last_step={self.last_step})"

@@ -1,7 +1,8 @@
 """``run.json``: what a run folder holds, written so it is always complete on disk.
 
 Written when the monitor starts (``status: running``) and rewritten at ``close()``
-(``status: finished``, or ``terminated`` after SIGTERM), each time atomically
+(``status: finished``, ``terminated`` after SIGTERM, or ``failed`` with the ``error``
+when training raised), each time atomically
 (temporary file + rename), so a crash never leaves half a file. A run whose
 ``status`` is still ``running`` while its ``pid`` is gone has crashed.
 

@@ -99,7 +99,7 @@ def test_rank_0_writes_the_mean_and_the_spread_of_every_step(tmp_path: Path) -> 
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["world_size"] == 2
     assert info["status"] == "finished"
-    assert info["aggregation"] == {"reductions": 3, "interval": 10}
+    assert info["aggregation"] == {"reductions": 3, "interval": 10, "last_reduced_step": 25}
     assert sorted(Path(f).parent.name for f in monitors[0].stats.files) == [
         "rank_0",
         tmp_path.name,

@@ -114,6 +114,7 @@ class Aggregator:
         self._step_secs: Optional[float] = None
         self._flushes = 0
         self.reductions = 0
+        self.last_reduced_step: Optional[int] = None
         self.failure: Optional[str] = None
         self.failed_at: Optional[int] = None
         self._warned_write = False
@@ -168,6 +169,8 @@ class Aggregator:
             return
         cost = time.perf_counter() - started
         self.reductions += 1
+        if rows:
+            self.last_reduced_step = rows[-1][0]
         self._flushes += 1
         if self._flushes > 1:  # the first one also waits for the slowest rank to start
             self._cost = cost if self._cost is None else 0.7 * self._cost + 0.3 * cost

@@ -366,6 +366,13 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         else:
             self._guarded("end", lambda: self.monitor.flush(timeout=EXIT_TIMEOUT_SECS))
 
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """MindSpore leaves every callback's context when ``Model.train`` ends, also
+        when it raises (then ``on_train_end`` never runs): the run is closed as
+        ``failed``, with what was logged written out."""
+        if exc is not None and self._owns_monitor and not self.monitor.closed:
+            self._guarded("end", lambda: self.monitor.abort(exc, timeout=EXIT_TIMEOUT_SECS))
+
     # --------------------------------------------------------------- helpers
 
     def _evaluate(self, step: int) -> None:

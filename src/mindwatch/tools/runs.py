@@ -168,7 +168,7 @@ def _read_info(path: Path) -> Optional[dict[str, Any]]:
 
 def _status(info: Optional[dict[str, Any]], age: float, host: str) -> str:
     recorded = info.get("status") if info else None
-    if recorded in ("finished", "terminated"):
+    if recorded in ("finished", "terminated", "failed"):
         return str(recorded)
     if recorded != "running" or info is None:
         return "unknown"
