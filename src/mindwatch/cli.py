@@ -43,17 +43,52 @@ def main() -> None:
 @click.option(
     "--sink/--no-sink", default=False, show_default=True, help="dataset_sink_mode of Model.train."
 )
-def demo(logdir: str, steps: int, seed: int, mode: str, sink: bool) -> None:
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Train data-parallel with this many CPU worker processes under msrun.",
+)
+@click.option("--run-dir", hidden=True, help="The run folder (set by --workers for the ranks).")
+def demo(
+    *,
+    logdir: str,
+    steps: int,
+    seed: int,
+    mode: str,
+    sink: bool,
+    workers: int,
+    run_dir: Optional[str],
+) -> None:
     """Train a small MindSpore model on CPU with full monitoring.
 
     Synthetic data is made in memory; the run folder gets TensorBoard event files and
-    run.json, and the command to view them is printed at the end.
+    run.json, and the command to view them is printed at the end. With --workers 2 the
+    job runs under msrun: one global run with values reduced across the ranks, plus a
+    rank_<r>/ folder per rank.
     """
     try:
-        from mindwatch.mindspore.demo import run_demo
+        from mindwatch.mindspore.demo import in_msrun, launch_workers, run_demo
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise click.ClickException(_no_mindspore(exc)) from exc
-    run_demo(logdir=logdir, steps=steps, seed=seed, mode=mode, sink=sink)
+    if workers > 1 and not in_msrun():
+        try:
+            launch_workers(
+                workers=workers, logdir=logdir, steps=steps, seed=seed, mode=mode, sink=sink
+            )
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from exc
+        return
+    run_demo(
+        logdir=logdir,
+        steps=steps,
+        seed=seed,
+        mode=mode,
+        sink=sink,
+        workers=workers,
+        run_dir=run_dir,
+    )
 
 
 def _no_mindspore(exc: Optional[BaseException]) -> str:

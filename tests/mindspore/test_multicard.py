@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,46 @@ def test_a_dead_worker_under_model_train_ends_the_run_as_failed_with_its_data(
     values = dict(scalars(tmp_path / "run")["train/loss"])
     assert sorted(values) == list(range(1, 13))  # 11 and 12: rank 0's own, unreduced
     assert values[12] == pytest.approx(f32(local(tmp_path, 0)[12]["loss"]), rel=1e-6)
+
+
+def test_demo_with_two_workers_in_a_live_tensorboard(tmp_path: Path) -> None:
+    """`mindwatch demo --workers 2` starts itself under msrun; TensorBoard then shows the
+    global run and each rank's folder as sub-runs."""
+    from tests.mindspore.test_demo_in_tensorboard import MINDWATCH, TENSORBOARD, _wait_for_tags
+
+    env = {**os.environ, "GLOG_v": "3"}
+    command = [MINDWATCH, "demo", "--workers", "2", "--logdir", str(tmp_path), "--steps", "60"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert "2 CPU workers (msrun, data parallel)" in done.stdout
+    assert "[mindwatch] step 25/60 | loss" in done.stdout
+    assert f"One global run (rank 0 writes it, values reduced across 2 ranks):\n  {run}" in (
+        done.stdout
+    )
+    assert "Per-rank folders (TensorBoard shows them as sub-runs): rank_0, rank_1" in done.stdout
+    own = [dict(scalars(run / f"rank_{r}")["train/loss"]) for r in (0, 1)]
+    for step, value in scalars(run)["train/loss"]:
+        assert value == pytest.approx(f32((own[0][step] + own[1][step]) / 2), rel=1e-6)
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [TENSORBOARD, "--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    name = run.name
+    url = f"http://127.0.0.1:{port}"
+    try:
+        tags = _wait_for_tags(url, {"train/loss", "ranks/loss_argmax"})
+        deadline = time.monotonic() + 60
+        while not {f"{name}/rank_0", f"{name}/rank_1"} <= set(tags):
+            assert time.monotonic() < deadline, f"TensorBoard lists only {sorted(tags)}"
+            time.sleep(0.5)
+            tags = _wait_for_tags(url, {"train/loss"})
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert name in tags
+    assert "ranks/loss_argmax" not in tags[f"{name}/rank_1"]
+    assert "train/loss" in tags[f"{name}/rank_1"]

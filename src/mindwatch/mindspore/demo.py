@@ -5,21 +5,31 @@ An MLP classifier (64-128-128-10) learns ten Gaussian clusters made in memory, u
 :class:`TrainOneStepWithGradNormCell`, a warmup + cosine learning-rate schedule, a
 validation loss every 100 steps, per-layer norms of the first and last layer every 10
 steps and their parameter and gradient histograms every 50. It runs on CPU in seconds.
+
+``--workers N`` runs the same training data-parallel: the command starts itself under
+``msrun`` with N CPU worker processes (MindSpore's own launcher and collectives), each
+rank trains on its shard of the data, and mindwatch writes one global run with the
+values reduced across ranks plus a ``rank_<r>/`` folder per rank.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import shutil
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from mindwatch.rundir import make_run_dir
 
-__all__ = ["WarmupCosineLR", "make_dataset", "make_network", "run_demo"]
+__all__ = ["WarmupCosineLR", "launch_workers", "make_dataset", "make_network", "run_demo"]
 
 FEATURES, HIDDEN, CLASSES = 64, 128, 10
 
@@ -40,8 +50,11 @@ def make_data(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return centres[labels] + noise, labels
 
 
-def make_dataset(samples: int, batch_size: int, seed: int) -> Any:
-    """A MindSpore dataset of ``(features, label)`` rows, each row a numpy array."""
+def make_dataset(
+    samples: int, batch_size: int, seed: int, *, shards: int = 1, shard: int = 0
+) -> Any:
+    """A MindSpore dataset of ``(features, label)`` rows, each row a numpy array;
+    with ``shards > 1``, this rank's share of it (data parallelism)."""
     import mindspore.dataset as ds
 
     features, labels = make_data(samples, seed)
@@ -53,7 +66,8 @@ def make_dataset(samples: int, batch_size: int, seed: int) -> Any:
         def __len__(self) -> int:
             return samples
 
-    dataset = ds.GeneratorDataset(Source(), ["x", "y"], shuffle=False)
+    sharding = {"num_shards": shards, "shard_id": shard} if shards > 1 else {}
+    dataset = ds.GeneratorDataset(Source(), ["x", "y"], shuffle=False, **sharding)
     return dataset.batch(batch_size, drop_remainder=True)
 
 
@@ -108,6 +122,11 @@ def WarmupCosineLR(base_lr: float, warmup: int, total: int) -> Any:  # noqa: N80
     return _schedule_class()(base_lr, warmup, total)
 
 
+def in_msrun() -> bool:
+    """Whether this process was started by ``msrun`` (a worker or its scheduler)."""
+    return os.environ.get("MS_ROLE") in ("MS_WORKER", "MS_SCHED")
+
+
 def run_demo(
     *,
     logdir: str = "./runs",
@@ -117,8 +136,14 @@ def run_demo(
     sink: bool = False,
     batch_size: int = 32,
     print_every: int = 25,
+    workers: int = 1,
+    run_dir: Optional[str] = None,
 ) -> Path:
-    """Train, monitor, print a summary and the TensorBoard command; return the run folder."""
+    """Train, monitor, print a summary and the TensorBoard command; return the run folder.
+
+    With ``workers > 1`` this is one rank of a data-parallel job under ``msrun`` (see
+    :func:`launch_workers`), writing to ``run_dir``.
+    """
     ms = _mindspore()
     from mindspore import nn
     from mindspore.train import Model
@@ -128,13 +153,25 @@ def run_demo(
 
     ms.set_device("CPU")
     ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
-    ms.set_seed(seed)
+    rank, world = 0, 1
+    if workers > 1:
+        from mindspore.communication import get_group_size, get_rank, init
+
+        init()  # in msrun's scheduler process this serves the job and never returns
+        rank, world = int(get_rank()), int(get_group_size())
+        ms.set_auto_parallel_context(
+            parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True
+        )
+    ms.set_seed(seed)  # the same initial weights on every rank
     root = Path(os.path.abspath(logdir))
-    run_dir = make_run_dir(root, "demo")
-    print(
-        f"mindwatch demo: a {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES} MLP on synthetic data, "
-        f"{steps} steps, {mode.upper()} mode, CPU, seed {seed}"
-    )
+    folder = Path(run_dir) if run_dir else make_run_dir(root, "demo")
+    if rank == 0:
+        where = f"{world} CPU workers (msrun, data parallel)" if world > 1 else "CPU"
+        print(
+            f"mindwatch demo: a {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES} MLP on synthetic data, "
+            f"{steps} steps, {mode.upper()} mode, {where}, seed {seed}",
+            flush=True,
+        )
 
     net = make_network()
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
@@ -151,7 +188,7 @@ def run_demo(
         "seed": seed,
     }
     config = {
-        "logdir": str(run_dir),
+        "logdir": str(folder),
         "print_every": print_every,
         "hparams": hparams,
         # the first and the last layer: per-layer norms every 10 steps, histograms every 50
@@ -159,6 +196,7 @@ def run_demo(
         "layer_norms_every": 10,
         "param_norm_every": 10,
         "histogram_every_steps": 50,
+        "per_rank": world > 1,
     }
     monitor = TrainingMonitor(
         config,
@@ -168,13 +206,93 @@ def run_demo(
     started = time.perf_counter()
     Model(train_cell).train(
         1,
-        make_dataset(steps * batch_size, batch_size, seed),
+        make_dataset(steps * batch_size * world, batch_size, seed, shards=world, shard=rank),
         callbacks=[monitor],
         dataset_sink_mode=sink,
     )
     elapsed = time.perf_counter() - started
-    _summary(run_dir, root, elapsed, monitor)
-    return run_dir
+    if rank == 0:
+        _summary(folder, root, elapsed, monitor)
+    return folder
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def launch_workers(
+    *,
+    workers: int,
+    logdir: str = "./runs",
+    steps: int = 300,
+    seed: int = 0,
+    mode: str = "graph",
+    sink: bool = False,
+) -> Path:
+    """Run the demo under ``msrun`` with ``workers`` CPU processes; return the run folder.
+
+    ``msrun`` starts every process as ``python <script>`` with whatever ``python`` is
+    first on PATH, so this environment's interpreter is put first. Its exit status is
+    not trusted (in PyNative mode it reports 1 after a clean run, MindSpore 2.10): the
+    run's ``run.json`` says whether training finished.
+    """
+    _mindspore()
+    bindir = Path(sys.executable).parent
+    msrun = shutil.which("msrun", path=str(bindir)) or shutil.which("msrun")
+    if msrun is None:
+        raise RuntimeError("msrun (MindSpore's launcher) was not found next to this Python")
+    root = Path(os.path.abspath(logdir))
+    folder = make_run_dir(root, f"demo_{workers}workers")
+    logs = folder / "msrun_logs"
+    logs.mkdir()
+    # msrun needs a script file; one outside the package, since Python puts a script's
+    # folder first on sys.path (mindwatch/mindspore/ would then shadow MindSpore).
+    script = logs / "mindwatch_worker.py"
+    script.write_text("from mindwatch.cli import main\n\nmain()\n", encoding="utf-8")
+    command = [
+        msrun,
+        f"--worker_num={workers}",
+        f"--local_worker_num={workers}",
+        f"--master_port={_free_port()}",
+        f"--log_dir={logs}",
+        "--join=True",
+        "--tail_worker_log=0",  # show rank 0's output; every rank's is in msrun_logs/
+        str(script),
+        "demo",
+        f"--workers={workers}",
+        f"--run-dir={folder}",
+        f"--logdir={root}",
+        f"--steps={steps}",
+        f"--seed={seed}",
+        f"--mode={mode}",
+        "--sink" if sink else "--no-sink",
+    ]
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.setdefault("GLOG_v", "3")
+    print(f"mindwatch demo: starting {workers} workers with msrun (logs: {logs})", flush=True)
+    subprocess.run(command, env=env, check=False)
+    status = _run_status(folder)
+    if status != "finished":
+        raise RuntimeError(
+            f"the {workers}-worker demo did not finish (run.json status: {status}); "
+            f"see the worker logs in {logs}"
+        )
+    ranks = sorted(p.name for p in folder.iterdir() if p.name.startswith("rank_"))
+    print()
+    print(f"One global run (rank 0 writes it, values reduced across {workers} ranks):")
+    print(f"  {folder}")
+    print(f"Per-rank folders (TensorBoard shows them as sub-runs): {', '.join(ranks)}")
+    print("  spread across ranks in the global run: ranks/loss_max, ranks/loss_argmax, ...")
+    return folder
+
+
+def _run_status(folder: Path) -> str:
+    try:
+        return str(json.loads((folder / "run.json").read_text(encoding="utf-8"))["status"])
+    except (OSError, ValueError, KeyError):
+        return "missing"
 
 
 def _summary(run_dir: Path, root: Path, elapsed: float, monitor: Any) -> None:
