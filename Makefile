@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[bench]"
 	$(BIN)/python benchmarks/write.py
 	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/aggregate.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

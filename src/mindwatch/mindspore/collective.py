@@ -14,7 +14,7 @@ float32 and truncates int64 to 32 bits, while int32 is moved bit for bit.
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -66,6 +66,17 @@ def pipeline_loss_ranks(world_size: int) -> Optional[tuple[int, ...]]:
     return tuple(range(world_size - per_stage, world_size))
 
 
+_OP: list[Any] = []
+
+
+def _all_gather_op() -> Any:
+    """One AllGather primitive per process: its first launch compiles a kernel (tens of
+    ms); a second monitor in the same process (Model.eval after training) reuses it."""
+    if not _OP:
+        _OP.append(ops.AllGather())
+    return _OP[0]
+
+
 class MindSporeCollective:
     """``all_gather`` over MindSpore's world group (``mindspore.communication.init()`` first)."""
 
@@ -79,7 +90,7 @@ class MindSporeCollective:
 
         self.rank = int(get_rank())
         self.world_size = int(get_group_size())
-        self._gather = ops.AllGather()
+        self._gather = _all_gather_op()
 
     def all_gather(self, vector: Floats) -> Floats:
         words = np.ascontiguousarray(vector, dtype=np.float64).view(np.int32)
