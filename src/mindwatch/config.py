@@ -175,6 +175,13 @@ class MonitorConfig(BaseModel):
         description="Every this many steps, write train/param_norm, the global L2 norm of "
         "all trainable parameters (None: off).",
     )
+    memory_every: Optional[int] = Field(
+        default=100,
+        ge=1,
+        description="Every this many steps, the MindSpore callback writes this process's "
+        "peak host memory (perf/host_peak_rss_mb) and, on Ascend/GPU, MindSpore's peak device "
+        "memory (perf/device_peak_memory_mb); per rank under data parallelism (None: off).",
+    )
     histogram_interval: Optional[int] = Field(
         default=None,
         ge=1,

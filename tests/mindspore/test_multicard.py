@@ -93,7 +93,7 @@ def check_global_view(out: Path, steps: int) -> dict[str, list[tuple[int, float]
 
 
 def test_model_train_writes_one_reduced_run_and_names_the_bad_rank(tmp_path: Path) -> None:
-    config = {"per_rank": True, "aggregate_every": 10, "flush_secs": 0.2}
+    config = {"per_rank": True, "aggregate_every": 10, "flush_secs": 0.2, "memory_every": 10}
     done = msrun(
         tmp_path,
         "model",
@@ -118,6 +118,9 @@ def test_model_train_writes_one_reduced_run_and_names_the_bad_rank(tmp_path: Pat
         )
         assert "train/lr" not in own  # global values are not repeated per rank
         assert "perf/step_time_ms" in own
+        assert [s for s, _ in own["perf/host_peak_rss_mb"]] == [10, 20, 30, 40]
+    assert "perf/host_peak_rss_mb" not in curves  # per rank: only its spread is global
+    assert [s for s, _ in curves["ranks/host_peak_rss_mb_max"]] == [10, 20, 30, 40]
     info = json.loads((run / "run.json").read_text())
     assert (info["world_size"], info["status"]) == (2, "finished")
     assert info["aggregation"]["last_reduced_step"] == STEPS

@@ -139,6 +139,30 @@ def test_eval_dataset_gives_eval_loss_every_n_steps(tmp_path: Path) -> None:
     assert all(np.isfinite(v) and v > 0 for _, v in evals)
 
 
+def test_host_memory_is_written_every_memory_every_steps(tmp_path: Path) -> None:
+    import resource
+
+    monitor = TrainingMonitor(logdir=tmp_path, config={**QUIET, "memory_every": 10})
+    Model(_train_cell()).train(1, make_dataset(25 * BATCH, BATCH, 0), callbacks=[monitor])
+    memory = scalars(tmp_path)["perf/host_peak_rss_mb"]
+    assert [s for s, _ in memory] == [10, 20]
+    peak_now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert all(100 < v <= peak_now for _, v in memory)  # MindSpore alone needs > 100 MiB
+    assert "perf/device_peak_memory_mb" not in scalars(tmp_path)  # CPU: nothing to report
+
+
+def test_pipeline_parallelism_takes_the_loss_from_the_last_stage() -> None:
+    from mindwatch.mindspore.collective import pipeline_loss_ranks
+
+    assert pipeline_loss_ranks(8) is None
+    ms.set_auto_parallel_context(pipeline_stages=2)
+    try:
+        assert pipeline_loss_ranks(8) == (4, 5, 6, 7)
+        assert pipeline_loss_ranks(2) == (1,)
+    finally:
+        ms.set_auto_parallel_context(pipeline_stages=1)
+
+
 def test_group_and_list_learning_rates(tmp_path: Path) -> None:
     ms.set_context(mode=ms.GRAPH_MODE)
     net = make_network()

@@ -79,6 +79,8 @@ BUILTIN_REDUCTIONS: dict[str, Reduction] = {
     TAGS["step_time_ms"]: Reduction("max"),
     TAGS["samples_per_s"]: Reduction("sum"),
     TAGS["tokens_per_s"]: Reduction("sum"),
+    "perf/host_peak_rss_mb": Reduction("per_rank"),
+    "perf/device_peak_memory_mb": Reduction("per_rank"),
 }
 # Tag prefixes whose metrics are the same on every rank (model state after the update).
 _ONCE_PREFIXES = ("train/lr/", "layers/", "parameters/", "gradients/", "eval/")

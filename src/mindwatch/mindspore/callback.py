@@ -52,6 +52,7 @@ from mindspore.train import Callback
 from mindwatch.config import MonitorConfig
 from mindwatch.events.lifecycle import EXIT_TIMEOUT_SECS
 from mindwatch.events.writer import PathLike
+from mindwatch.metrics.system import host_peak_rss_mb
 from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 from mindwatch.mindspore.collective import (
@@ -97,6 +98,16 @@ def unpack_outputs(outputs: Any, layout: str) -> dict[str, float]:
         values["loss_scale"] = to_float(outputs[2])
         values["grad_norm"] = to_float(outputs[4])
     return values
+
+
+def ms_device_target() -> Optional[str]:
+    """MindSpore's device target ("CPU", "Ascend", "GPU"), or None if it cannot tell."""
+    try:
+        import mindspore as ms
+
+        return str(ms.get_context("device_target"))
+    except Exception:
+        return None
 
 
 def _skipped_epoch_steps(cb: Any) -> int:
@@ -168,6 +179,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._warned: set[str] = set()
         self._layers = LayerRecorder(self.config)
         self._collect = Every(self.config.collect_freq)
+        self._memory = Every(self.config.memory_every)
+        self._device_memory = False
 
     def _new_monitor(self) -> Monitor:
         collective = None
@@ -220,6 +233,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             "parameters",
             lambda: self._layers.begin(cb.get("train_network"), cb.get("network"), optimizer),
         )
+        self._device_memory = ms_device_target() not in ("CPU", None)
         self._start_step = int(cb.get("cur_step_num") or 0)
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
@@ -308,8 +322,19 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         epoch = cb.get("cur_epoch_num")
         if epoch:
             values["epoch"] = float(epoch)
+        if self._memory.every and self._memory(step):
+            values.update(self._guarded("memory", self._read_memory) or {})
         self._guarded("step", lambda: self.monitor.log_step(step, samples=self._samples, **values))
         self._maybe_evaluate(step)
+
+    def _read_memory(self) -> dict[str, float]:
+        values = {"perf/host_peak_rss_mb": host_peak_rss_mb()}
+        if self._device_memory:  # MindSpore's allocator; always 0 on CPU
+            import mindspore.runtime
+
+            peak = float(mindspore.runtime.max_memory_allocated())
+            values["perf/device_peak_memory_mb"] = peak / (1024.0 * 1024.0)
+        return values
 
     def _maybe_evaluate(self, step: int) -> None:
         if self.eval_every and step >= self._next_eval:
