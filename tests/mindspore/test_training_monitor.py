@@ -239,11 +239,12 @@ def test_model_eval_with_the_callback_writes_eval_metrics(tmp_path: Path) -> Non
     net = make_network()
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     model = Model(net, loss, nn.Momentum(net.trainable_params(), 0.05, 0.9), metrics={"acc"})
-    monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
+    monitor = TrainingMonitor(logdir=tmp_path, config={**QUIET, "run_name": "exp"})
     model.train(1, make_dataset(5 * BATCH, BATCH, 0), callbacks=[monitor])
     model.eval(make_dataset(2 * BATCH, BATCH, 1), callbacks=[monitor])  # after training
     monitor.monitor.close()
-    read = scalars(tmp_path)
+    (run,) = tmp_path.iterdir()  # the results join the run's folder, not a new one
+    read = scalars(run)
     assert [s for s, _ in read["eval/acc"]] == [5]
     assert [s for s, _ in read["train/loss"]] == [1, 2, 3, 4, 5]
 

@@ -182,7 +182,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._memory = Every(self.config.memory_every)
         self._device_memory = False
 
-    def _new_monitor(self) -> Monitor:
+    def _new_monitor(self, folder: Optional[Path] = None) -> Monitor:
+        """The callback's own Monitor; ``folder``: reopen that run folder (no new name)."""
+        config, logdir = self.config, self._base_logdir
+        if folder is not None:
+            config, logdir = config.model_copy(update={"run_name": None}), folder
         collective = None
         if self.world_size > 1:
             if MindSporeCollective.available():
@@ -196,8 +200,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
                     self.world_size,
                 )
         return Monitor(
-            self._base_logdir,
-            self.config,
+            logdir,
+            config,
             world_size=self.world_size,
             rank=self.rank,
             collective=collective,
@@ -211,7 +215,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
     def _live_monitor(self) -> Monitor:
         if self.monitor.closed and self._owns_monitor:  # used again after training ended
             last_step = self.monitor.last_step
-            self.monitor = self._new_monitor()
+            self.monitor = self._new_monitor(self.monitor.logdir)  # the same run folder
             self.monitor.last_step = last_step  # e.g. Model.eval results belong there
         return self.monitor
 
