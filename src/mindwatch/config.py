@@ -247,11 +247,13 @@ class MonitorConfig(BaseModel):
         "off (rank 0 writes its own values). Ignored in a single process.",
     )
     aggregate_timeout: float = Field(
-        default=60.0,
+        default=300.0,
         gt=0,
-        description="Multi-card: seconds to wait for one reduction before giving up on it; "
-        "mindwatch then writes each rank's local values and stops reducing (a warning "
-        "says why; training is never stopped).",
+        description="Multi-card: seconds one reduction may wait for the other ranks. It only "
+        "tells a dead or hung rank from a live one, so it must be longer than any pause a "
+        "single rank takes between steps while the others wait (an evaluation or "
+        "checkpoint on one rank only). After a timeout every rank writes its own values "
+        "and nothing more is reduced (a warning says why; training is never stopped).",
     )
     per_rank: bool = Field(
         default=False,

@@ -167,6 +167,7 @@ class Monitor:
         self.rank = env_rank if rank is None else int(rank)
         self.world_size = env_world if world_size is None else int(world_size)
         self._aggregator: Optional[Aggregator] = None
+        self._own_run_folder = False  # rank r > 0 writes a run folder of its own
         if collective is not None and self.world_size > 1 and cfg.aggregate_every != 0:
             self._aggregator = self._new_aggregator(collective, reductions, loss_ranks)
         if cfg.run_name:
@@ -181,7 +182,8 @@ class Monitor:
         if self.rank == 0:
             self._writer = self._open_writer(self.logdir)
         if (reduced and cfg.per_rank) or (self.rank != 0 and not reduced):
-            self._rank_writer = self._open_writer(self.logdir / f"rank_{self.rank}")
+            folder = self.logdir if self._own_run_folder else self.logdir / f"rank_{self.rank}"
+            self._rank_writer = self._open_writer(folder)
         # Where the values nobody reduces go (histograms, text, eval, log_scalars).
         self._own = self._writer if self.rank == 0 else (None if reduced else self._rank_writer)
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
@@ -251,6 +253,13 @@ class Monitor:
         cfg = self.config
         if cfg.loss_source_rank is not None:
             loss_ranks = (cfg.loss_source_rank,)
+        world = self.world_size
+        outside = [r for r in loss_ranks or () if not -world <= r < world]
+        if outside:
+            raise ValueError(
+                f"mindwatch: loss_source_rank / loss_ranks {outside} is not a rank of this "
+                f"job of {world} ranks; use 0..{world - 1}, or -1 for the last rank"
+            )
         table = ReductionTable({**cfg.reductions, **(reductions or {})}, loss_ranks=loss_ranks)
         return Aggregator(
             collective,
@@ -266,28 +275,32 @@ class Monitor:
         """The new run folder ``<root>/<date>_<run_name>_<hparams>``, the same on every rank.
 
         Rank 0 creates it; with a collective, the other ranks learn its name from rank
-        0 (their clocks, and the ``-2`` suffix for a taken name, could differ).
+        0 (their clocks, and the ``-2`` suffix for a taken name, could differ). Without
+        one, rank ``r`` cannot know it and writes its own ``<date>_<run_name>_rank<r>``
+        folder instead (``rank_logdir``).
         """
         cfg = self.config
+        name = cfg.run_name or "run"
         named = {key: cfg.hparams[key] for key in cfg.name_hparams}
         aggregator = self._aggregator
         if self.world_size == 1 or (self.rank == 0 and aggregator is None):
-            return make_run_dir(root, cfg.run_name or "run", named)
+            return make_run_dir(root, name, named)
         if aggregator is not None:
-            made = str(make_run_dir(root, cfg.run_name or "run", named)) if self.rank == 0 else ""
+            made = str(make_run_dir(root, name, named)) if self.rank == 0 else ""
             try:
                 return Path(aggregator.agree_on_text(made))
             except AggregationError as exc:
                 log.warning(
-                    "mindwatch: rank %d could not learn the run folder from rank 0 (%s); "
-                    "every rank writes its own values to its own folder",
+                    "mindwatch: rank %d: the ranks could not agree on the run folder (%s); "
+                    "nothing will be reduced across ranks, each rank writes its own values",
                     self.rank,
                     exc,
                 )
                 self._aggregator = None
                 if self.rank == 0:
                     return Path(made)
-        return make_run_dir(root, f"{cfg.run_name}_rank{self.rank}", named)
+        self._own_run_folder = True
+        return make_run_dir(root, f"{name}_rank{self.rank}", named)
 
     # ------------------------------------------------------------------ logging
 
@@ -334,28 +347,60 @@ class Monitor:
         if reduce:
             self.declare(reduce)
         aggregator = self._aggregator
-        if aggregator is not None:
-            try:
-                self._buffer_step(
-                    aggregator,
-                    step,
-                    loss=loss,
-                    lr=lr,
-                    grad_norm=grad_norm,
-                    samples=samples,
-                    tokens=tokens,
-                    scalars=scalars,
-                )
-            finally:  # whatever happened, the ranks' collectives must stay paired
+        try:
+            wall = time.time()
+            values, n_samples, n_tokens = self._step_values(
+                step,
+                loss=loss,
+                lr=lr,
+                grad_norm=grad_norm,
+                samples=samples,
+                tokens=tokens,
+                scalars=scalars,
+                derive=aggregator is None,
+            )
+            for tag, value in values:
+                if value - value != 0.0:  # NaN or +-Inf, without a function call per value
+                    self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
+            if not self._hparams_written:
+                self._write_hparams()
+            if aggregator is not None:
+                # Reduced across ranks when the interval completes; perplexity then.
+                aggregator.add(step, wall, values, n_samples, n_tokens)
+            else:
+                writer = self._own
+                if writer is not None:
+                    writer.add_scalars(step, values, wall)
+                    if self._mindformers_tags:
+                        self._write_mindformers_view(writer, step, values, n_samples, wall)
+                if self._progress.due(step):
+                    self._progress.update(step, dict(values), wall)
+            self.last_step = step
+            self.steps_logged += 1
+        finally:
+            if aggregator is not None:  # whatever happened, the ranks' collectives stay paired
                 aggregator.step_end(step)
-            return
-        wall = time.time()
+
+    def _step_values(
+        self,
+        step: int,
+        *,
+        loss: Any,
+        lr: Any,
+        grad_norm: Any,
+        samples: Any,
+        tokens: Any,
+        scalars: Mapping[str, Any],
+        derive: bool,
+    ) -> tuple[list[tuple[str, float]], Optional[float], Optional[float]]:
+        """``([(tag, value)], samples, tokens)`` of one step, timing included; ``derive``
+        adds perplexity (under reduction it is derived from the reduced loss instead)."""
         values: list[tuple[str, float]] = []
         append = values.append
         if loss is not None:
             loss = loss if type(loss) is float else _number("loss", loss)
             append((_LOSS, loss))
-            if self._perplexity:
+            if derive and self._perplexity:
                 append((_PERPLEXITY, perplexity(loss)))
         if lr is not None:
             append((_LR, lr if type(lr) is float else _number("lr", lr)))
@@ -373,60 +418,6 @@ class Monitor:
                 if tag is None:
                     tag = tags[key] = tag_for(key)
                 append((tag, value if type(value) is float else _number(key, value)))
-        timing = self._clock.tick(step)
-        if timing is not None:
-            seconds, steps = timing
-            append((_STEP_TIME, seconds * 1000.0 / steps))
-            if samples is not None:
-                append((_SAMPLES, _number("samples", samples) * steps / seconds))
-            if tokens is None and samples is not None and self._tokens_per_sample:
-                tokens = _number("samples", samples) * self._tokens_per_sample
-            if tokens is not None:
-                append((_TOKENS, _number("tokens", tokens) * steps / seconds))
-        for tag, value in values:
-            if value - value != 0.0:  # NaN or +-Inf, without a function call per value
-                self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
-        if not self._hparams_written:
-            self._write_hparams()
-        writer = self._own
-        if writer is not None:
-            writer.add_scalars(step, values, wall)
-            if self._mindformers_tags:
-                self._write_mindformers_view(writer, step, values, samples, wall)
-        self.last_step = step
-        self.steps_logged += 1
-        if self._progress.due(step):
-            self._progress.update(step, dict(values), wall)
-
-    def _buffer_step(
-        self,
-        aggregator: Aggregator,
-        step: int,
-        *,
-        loss: Any,
-        lr: Any,
-        grad_norm: Any,
-        samples: Any,
-        tokens: Any,
-        scalars: Mapping[str, Any],
-    ) -> None:
-        """``log_step`` under reduction: the values go to the buffer, not the writer.
-
-        Derived values (perplexity) are computed from the reduced values when written.
-        """
-        wall = time.time()
-        values: list[tuple[str, float]] = []
-        if loss is not None:
-            values.append((_LOSS, _number("loss", loss)))
-        if lr is not None:
-            values.append((_LR, _number("lr", lr)))
-        if grad_norm is not None:
-            values.append((_GRAD_NORM, _number("grad_norm", grad_norm)))
-        for key, value in scalars.items():
-            tag = self._tags.get(key)
-            if tag is None:
-                tag = self._tags[key] = tag_for(key)
-            values.append((tag, _number(key, value)))
         n_samples = None if samples is None else _number("samples", samples)
         n_tokens = None if tokens is None else _number("tokens", tokens)
         if n_tokens is None and n_samples is not None and self._tokens_per_sample:
@@ -434,19 +425,12 @@ class Monitor:
         timing = self._clock.tick(step)
         if timing is not None:
             seconds, steps = timing
-            values.append((_STEP_TIME, seconds * 1000.0 / steps))
+            append((_STEP_TIME, seconds * 1000.0 / steps))
             if n_samples is not None:
-                values.append((_SAMPLES, n_samples * steps / seconds))
+                append((_SAMPLES, n_samples * steps / seconds))
             if n_tokens is not None:
-                values.append((_TOKENS, n_tokens * steps / seconds))
-        for tag, value in values:
-            if value - value != 0.0:
-                self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
-        if not self._hparams_written:
-            self._write_hparams()
-        aggregator.add(step, wall, values, n_samples, n_tokens)
-        self.last_step = step
-        self.steps_logged += 1
+                append((_TOKENS, n_tokens * steps / seconds))
+        return values, n_samples, n_tokens
 
     def _with_derived(self, values: list[tuple[str, float]]) -> list[tuple[str, float]]:
         if self._perplexity:
@@ -489,7 +473,7 @@ class Monitor:
                 log.warning("mindwatch: rank %d cannot write its own values: %s", self.rank, exc)
                 return
             self._own = self._rank_writer
-            self._aggregator.emit_local = self._emit_local
+            self._aggregator.set_local_output(self._emit_local)
 
     def declare(self, reductions: Mapping[str, ReduceKind]) -> None:
         """Declare how your own metrics combine across ranks: ``{"accuracy": "mean"}``.
@@ -575,6 +559,10 @@ class Monitor:
         step in this attempt's entry.
         """
         step = _step(step)
+        if self._aggregator is not None:
+            # Buffered steps from step on are void; what was reduced before must reach
+            # the files before the marker, or readers would not hide it.
+            self._aggregator.drop_from(step)
         for writer in self._writers():
             writer.add_session_start(step)
         if self._run is not None:
@@ -667,6 +655,13 @@ class Monitor:
     def rank_logdir(self) -> Optional[Path]:
         """``<run>/rank_<r>/`` when this rank writes its own folder, else None."""
         return self._rank_writer.logdir if self._rank_writer is not None else None
+
+    @property
+    def writes_shared(self) -> bool:
+        """Whether this rank writes the values that are the same on every rank (model
+        state, histograms, eval): rank 0, or a rank nobody reduces with. Others can
+        skip computing them."""
+        return self._own is not None
 
     @property
     def aggregator(self) -> Optional[Aggregator]:

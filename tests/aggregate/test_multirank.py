@@ -283,3 +283,65 @@ def test_histograms_text_and_eval_come_from_rank_0_only(tmp_path: Path) -> None:
     rank_1 = accumulator(tmp_path / "rank_1").Tags()
     assert rank_1["histograms"] == []
     assert "eval/loss" not in rank_1["scalars"]
+
+
+def test_a_resume_hides_the_buffered_steps_it_voids(tmp_path: Path) -> None:
+    """A second Model.train resuming at 11 with the same (user-owned) monitor: the steps
+    21-25 still buffered from the first one must not appear after the purge marker."""
+
+    def body(mon: Monitor, rank: int) -> None:
+        for step in range(1, 26):
+            mon.log_step(step, loss=100.0 + step)
+        mon.flush()  # what TrainingMonitor does at on_train_end for a monitor passed in
+        mon.mark_resume(11)
+        for step in range(11, 16):
+            mon.log_step(step, loss=float(step))
+        mon.close()
+
+    run_ranks(2, tmp_path, body, config={"aggregate_every": 10})
+    values = scalars(tmp_path)["train/loss"]
+    assert [s for s, _ in values] == list(range(1, 16))
+    assert [v for s, v in values if s > 10] == [11.0, 12.0, 13.0, 14.0, 15.0]
+
+
+def test_close_waits_for_reduced_steps_still_being_written(tmp_path: Path) -> None:
+    """Steps reduced just before a failure are written even though close() follows at
+    once (the collective thread was still writing them)."""
+
+    def body(mon: Monitor, rank: int) -> None:
+        if rank == 0:
+            aggregator = mon.aggregator
+            assert aggregator is not None
+            emit = aggregator._emit_global
+            assert emit is not None
+
+            def slow(step: int, *rest: Any) -> None:
+                if step == 1:
+                    time.sleep(1.0)  # the writer is slow once
+                emit(step, *rest)
+
+            aggregator._emit_global = slow
+        for step in range(1, 8):
+            if rank == 1 and step == 6:
+                return  # leaves: the reduction at step 7 gets no answer
+            mon.log_step(step, loss=1.0)
+        mon.close()
+
+    run_ranks(2, tmp_path, body, config={"aggregate_every": 5, "aggregate_timeout": 0.5})
+    assert [s for s, _ in scalars(tmp_path)["train/loss"]] == list(range(1, 8))
+
+
+def test_without_a_collective_each_rank_keeps_its_own_values(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        with Monitor(tmp_path, {**QUIET, "run_name": "exp"}, rank=rank, world_size=2) as mon:
+            mon.log_step(1, loss=float(rank))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 2
+    assert names[0].endswith("_exp")
+    assert names[1].endswith("_exp_rank1")
+    assert scalars(tmp_path / names[1])["train/loss"] == [(1, 1.0)]  # not nested in rank_1/
+
+
+def test_a_loss_rank_outside_the_job_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"loss_source_rank / loss_ranks \[4\] is not a rank"):
+        Monitor(tmp_path, {**QUIET, "loss_source_rank": 4}, collective=LocalGroup(2).member(0))

@@ -13,6 +13,7 @@ from mindwatch.aggregate.packing import (
     is_missing,
     needed,
     pack,
+    read_header,
     tag_id,
     unpack,
 )
@@ -29,7 +30,7 @@ NAN = math.nan
 def _reduce(values: list[list[float]], kind: str, **kw: object):  # type: ignore[no-untyped-def]
     array = np.array(values, dtype=np.float64)
     present = ~np.isnan(array) | kw.pop("nan_present", False)  # type: ignore[operator]
-    return reduce_values(array, present, Reduction(kind, **kw))  # type: ignore[arg-type]
+    return reduce_values(array, present, Reduction(kind, **kw))[:2]  # type: ignore[arg-type]
 
 
 def test_each_kind_over_two_ranks_and_three_steps() -> None:
@@ -55,14 +56,14 @@ def test_mean_is_weighted_by_each_ranks_samples_when_all_have_them() -> None:
     values = np.array([[1.0, 1.0], [4.0, 4.0]])
     present = np.ones_like(values, dtype=bool)
     weights = np.array([[1.0, 1.0], [3.0, 0.0]])  # step 2: rank 1 gave no weight
-    result, _ = reduce_values(values, present, Reduction("mean"), weights)
+    result, _, _ = reduce_values(values, present, Reduction("mean"), weights)
     assert result.tolist() == [(1.0 * 1 + 4.0 * 3) / 4, 2.5]
 
 
 def test_a_rank_that_did_not_log_the_metric_is_left_out() -> None:
     values = np.array([[2.0, 5.0], [MISSING, 7.0]])
     present = ~is_missing(values)
-    result, spread = reduce_values(values, present, Reduction("mean"))
+    result, spread, _ = reduce_values(values, present, Reduction("mean"))
     assert result.tolist() == [2.0, 6.0]
     assert spread is not None
     assert spread[4].tolist() == [0.0, 1.0]  # argmax among the ranks that logged it
@@ -72,7 +73,7 @@ def test_nan_on_one_rank_makes_the_global_value_nan_and_names_that_rank() -> Non
     values = np.array([[1.0, 9.0, 1.0], [NAN, 2.0, math.inf], [5.0, 1.0, 2.0]])
     present = np.ones_like(values, dtype=bool)
     for kind in ("mean", "max", "min", "sum"):
-        result, spread = reduce_values(values, present, Reduction(kind))  # type: ignore[arg-type]
+        result, spread, _ = reduce_values(values, present, Reduction(kind))  # type: ignore[arg-type]
         assert math.isnan(result[0]), kind
         assert spread is not None
         assert spread[4].tolist() == [1.0, 0.0, 1.0], kind  # NaN / inf rank, else largest
@@ -83,20 +84,26 @@ def test_nan_on_one_rank_makes_the_global_value_nan_and_names_that_rank() -> Non
 def test_a_reduction_limited_to_some_ranks_uses_only_them() -> None:
     values = np.array([[0.0, 0.0], [0.0, 0.0], [2.0, 3.0], [4.0, 5.0]])
     present = np.ones_like(values, dtype=bool)
-    last_stage, spread = reduce_values(values, present, Reduction("mean", ranks=(2, 3)))
+    last_stage, spread, _ = reduce_values(values, present, Reduction("mean", ranks=(2, 3)))
     assert last_stage.tolist() == [3.0, 4.0]
-    only_last, _ = reduce_values(values, present, Reduction("mean", ranks=(-1,)))
+    only_last, _, _ = reduce_values(values, present, Reduction("mean", ranks=(-1,)))
     assert only_last.tolist() == [4.0, 5.0]
-    assert spread is not None
-    assert spread[1].tolist() == [4.0, 5.0]
+    assert spread is not None  # over the contributing ranks: the zeros of stage 0 left out
+    assert spread[0].tolist() == [2.0, 3.0]
+    assert spread[2].tolist() == [3.0, 4.0]
+    assert spread[4].tolist() == [3.0, 3.0]  # argmax: the rank number, not the position
 
 
 def test_steps_nobody_logged_come_back_as_nan() -> None:
-    values = np.array([[MISSING], [MISSING]])
-    result, spread = reduce_values(values, ~is_missing(values), Reduction("mean"))
+    values = np.array([[MISSING, 1.0], [MISSING, 2.0]])
+    present = ~is_missing(values)
+    result, spread, counted = reduce_values(values, present, Reduction("mean"))
     assert math.isnan(result[0])
+    assert counted.tolist() == [False, True]
+    _, _, counted = reduce_values(values, present, Reduction("mean", ranks=(5,)))
+    assert counted.tolist() == [False, False]  # a rank that does not exist contributes nothing
     assert spread is not None
-    assert np.isnan(spread).all()
+    assert np.isnan(spread[:, 0]).all()
 
 
 def test_the_table_prefers_declarations_then_builtins_then_mean() -> None:
@@ -138,13 +145,21 @@ def test_a_packed_slice_round_trips_and_keeps_nan_apart_from_missing() -> None:
     rows = [{"train/loss": 0.5, "train/acc": NAN}, {"train/loss": 2.0**60 + 0.5}]
     size = needed(len(tags), len(rows))
     vector = pack(
-        3, tags=tags, steps=[7, 8], walls=[1.5, 2.5], rows=rows, capacity=size + 5, proposal=12
+        3,
+        round_no=4,
+        tags=tags,
+        steps=[7, 8],
+        walls=[1.5, 2.5],
+        rows=rows,
+        capacity=size + 5,
+        proposal=12,
     )
     gathered = np.stack([np.zeros_like(vector)] * 3 + [vector])
     part = unpack(gathered, 3)
     assert part.complete
     assert part.needed == size
     assert part.proposal == 12
+    assert part.round_no == 4
     assert part.ids.tolist() == [tag_id("train/loss"), tag_id("train/acc")]
     assert part.steps.tolist() == [7, 8]
     assert part.walls.tolist() == [1.5, 2.5]
@@ -156,7 +171,9 @@ def test_a_packed_slice_round_trips_and_keeps_nan_apart_from_missing() -> None:
 
 
 def test_a_slice_too_small_carries_only_what_it_needs() -> None:
-    vector = pack(0, tags=["a"], steps=[1, 2], walls=[0, 0], rows=[{}, {}], capacity=8, proposal=1)
+    vector = pack(
+        0, round_no=0, tags=["a"], steps=[1, 2], walls=[0, 0], rows=[{}, {}], capacity=8, proposal=1
+    )
     part = unpack(vector[None, :], 0)
     assert not part.complete
     assert part.needed == needed(1, 2) > 8
@@ -164,9 +181,12 @@ def test_a_slice_too_small_carries_only_what_it_needs() -> None:
 
 def test_data_that_is_not_a_mindwatch_payload_is_refused() -> None:
     garbage = np.full((2, 20), 1.0)
-    good = pack(0, tags=[], steps=[], walls=[], rows=[], capacity=20, proposal=1)
+    good = pack(0, round_no=3, tags=[], steps=[], walls=[], rows=[], capacity=20, proposal=1)
     with pytest.raises(CorruptSliceError, match="rank 1 is not mindwatch's"):
         unpack(np.stack([good, garbage[1]]), 1)
+    late = pack(1, round_no=2, tags=[], steps=[], walls=[], rows=[], capacity=20, proposal=1)
+    with pytest.raises(CorruptSliceError, match="rank 1 sent reduction 2 while this rank sent 3"):
+        read_header(np.stack([good, late]), 1, round_no=3)
 
 
 def test_tag_ids_are_stable_exact_52_bit_integers() -> None:

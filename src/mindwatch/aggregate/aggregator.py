@@ -13,9 +13,17 @@ its measured cost of a reduction under :data:`BUDGET` of its step time and all t
 the largest proposal. Collectives therefore happen at the same steps everywhere.
 
 Failure never reaches training: a reduction that times out, raises, or returns data
-that is not mindwatch's makes the aggregator write every rank's local values from then
-on (rank 0's in the global run), warn once with the reason, and report it through
-``on_failure`` (``run.json``).
+that is not mindwatch's (another collective, or a peer at another round) makes the
+aggregator write every rank's local values from then on (rank 0's in the global run),
+warn once with the reason, and report it through ``on_failure`` (``run.json``). It
+never issues another collective after that.
+
+The timeout only tells a dead or hung peer from a live one. It must be longer than any
+pause one rank can take between two steps while the others wait (an evaluation or a
+checkpoint on one rank only): a rank that gives up while its peers later complete the
+same all-gather leaves them reducing alone, and their next all-gather could pair with
+something else. Data-parallel training itself cannot outlive such a pause longer than
+the framework's own collective timeout, which is why the default is generous.
 """
 
 from __future__ import annotations
@@ -59,7 +67,6 @@ AUTO_START = 10  # auto interval before anything is measured
 AUTO_MAX = 200  # auto interval cap: the global curve lags at most this many steps
 _TOKENS, _SAMPLES = "_w/tokens", "_w/samples"  # per-rank weights of 'mean' metrics
 _START_CAPACITY_TAGS = 16
-_TEXT_BYTES = 4096
 
 
 @dataclass
@@ -70,6 +77,13 @@ class _Gathered:
     interval: int
 
 
+class _Text:
+    """Header of :meth:`Aggregator.agree_on_text`'s payload: magic, rank, length."""
+
+    MAGIC = 19799.5
+    BYTES = 4096
+
+
 class Aggregator:
     """Reduce buffered steps across ranks every ``every`` steps.
 
@@ -77,9 +91,11 @@ class Aggregator:
         collective: the framework's all-gather.
         table: how each tag is reduced.
         every: steps between reductions, or ``"auto"``.
-        timeout: seconds one reduction may take before it is abandoned.
+        timeout: seconds one reduction may wait for the other ranks before it is
+            abandoned (see the module's notes).
         emit_global: writes a step of the global run (rank 0 only; None elsewhere).
-        emit_local: writes a step of this rank's own folder (None: no per-rank output).
+        emit_local: writes a step of this rank's own folder (None: no per-rank output;
+            see :meth:`set_local_output`).
         on_failure: told ``(step, reason)`` once when reductions stop.
     """
 
@@ -89,7 +105,7 @@ class Aggregator:
         table: ReductionTable,
         *,
         every: Union[int, str] = "auto",
-        timeout: float = 60.0,
+        timeout: float = 300.0,
         emit_global: Optional[Emit] = None,
         emit_local: Optional[Emit] = None,
         on_failure: Optional[Callable[[int, str], None]] = None,
@@ -104,15 +120,15 @@ class Aggregator:
             raise ValueError(f"every must be >= 1 or 'auto', got {every!r}")
         self.timeout = float(timeout)
         self._emit_global = emit_global
-        self.emit_local = emit_local
+        self._emit_local = emit_local
         self._on_failure = on_failure
         self._guard = CollectiveGuard()
         self._rows: list[Row] = []
         self._last_flush: Optional[int] = None
+        self._round = 0  # reductions issued, the same count on every rank
         self._capacity = needed(_START_CAPACITY_TAGS, self.every)
         self._cost: Optional[float] = None  # seconds per reduction, smoothed
         self._step_secs: Optional[float] = None
-        self._flushes = 0
         self.reductions = 0
         self.last_reduced_step: Optional[int] = None
         self.failure: Optional[str] = None
@@ -124,6 +140,11 @@ class Aggregator:
     @property
     def reducing(self) -> bool:
         return self.failure is None
+
+    def set_local_output(self, emit: Optional[Emit]) -> None:
+        """Where this rank's own values go from now on (e.g. a folder opened after a
+        failure, so that a rank without per-rank output does not lose its values)."""
+        self._emit_local = emit
 
     def add(
         self,
@@ -145,6 +166,13 @@ class Aggregator:
             self._last_flush = step
             self.flush(step)
 
+    def drop_from(self, step: int) -> None:
+        """Forget buffered steps at or after ``step`` (a resume voids them) and wait until
+        what was reduced before is written, so a purge marker written next comes after
+        it. Local only: no collective."""
+        self._rows = [row for row in self._rows if row[0] < step]
+        self.sync()
+
     def flush(self, step: Optional[int] = None, *, communicate: bool = True) -> None:
         """Reduce and write what is buffered; ``communicate=False`` writes local values.
 
@@ -155,24 +183,27 @@ class Aggregator:
         rows, self._rows = self._rows, []
         at = step if step is not None else (rows[-1][0] if rows else -1)
         if not (communicate and self.reducing):
+            self.sync()  # earlier reduced steps first: files stay in step order
             self._write_local_values(rows)
             return
         proposal = self._proposal(rows)
+        round_no = self._round
+        self._round += 1
         started = time.perf_counter()
         try:
             done = self._guard.call(
-                lambda: self._gather(rows, proposal), self.timeout, after=self._write
+                lambda: self._gather(rows, proposal, round_no), self.timeout, after=self._write
             )
         except AggregationError as exc:
             self._fail(at, str(exc))
+            self.sync()
             self._write_local_values(rows)
             return
         cost = time.perf_counter() - started
         self.reductions += 1
         if rows:
             self.last_reduced_step = rows[-1][0]
-        self._flushes += 1
-        if self._flushes > 1:  # the first one also waits for the slowest rank to start
+        if self.reductions > 1:  # the first one also waits for the slowest rank to start
             self._cost = cost if self._cost is None else 0.7 * self._cost + 0.3 * cost
         if self.auto:
             self.every = done.interval
@@ -187,36 +218,38 @@ class Aggregator:
         Every rank that logged a step takes part in the final reduction (even with
         nothing left to send), so the ranks' collectives stay paired.
         """
-        if self._last_flush is None and not self._rows:
-            return
-        self.flush(communicate=communicate)
-        if self.reducing:
-            self.sync(timeout)
+        if self._last_flush is not None or self._rows:
+            self.flush(communicate=communicate)
+        self.sync(timeout)
+        self._guard.stop()
 
     def agree_on_text(self, text: str) -> str:
         """Rank 0's ``text`` on every rank (one all-gather; e.g. a new run folder's name).
 
-        Raises :class:`AggregationError` if the ranks do not answer in time; reductions
-        are then off, as after any failed collective.
+        Raises :class:`AggregationError` if the ranks do not answer in time or send
+        something else; reductions are then off, as after any failed collective.
         """
         data = text.encode("utf-8")
-        if len(data) > _TEXT_BYTES:
-            raise AggregationError(f"text of {len(data)} bytes is longer than {_TEXT_BYTES}")
-        vector = np.zeros(_TEXT_BYTES + 1)
-        vector[0] = len(data)
-        vector[1 : len(data) + 1] = np.frombuffer(data, dtype=np.uint8)
+        if len(data) > _Text.BYTES:
+            raise AggregationError(f"text of {len(data)} bytes is longer than {_Text.BYTES}")
+        vector = np.zeros(_Text.BYTES + 3)
+        vector[:3] = (_Text.MAGIC, self.rank, len(data))
+        vector[3 : len(data) + 3] = np.frombuffer(data, dtype=np.uint8)
 
         def gather() -> str:
             got = np.asarray(self.collective.all_gather(vector), dtype=np.float64)
-            if got.shape != (self.world_size, _TEXT_BYTES + 1) or not 0 <= got[0, 0] <= _TEXT_BYTES:
-                raise CorruptSliceError(f"all_gather returned {got.shape} for {vector.shape}")
-            size = int(got[0, 0])
-            return bytes(got[0, 1 : size + 1].astype(np.uint8)).decode("utf-8")
+            ok = got.shape == (self.world_size, vector.shape[0]) and all(
+                got[r, 0] == _Text.MAGIC and got[r, 1] == r for r in range(self.world_size)
+            )
+            if not ok or not 0 <= got[0, 2] <= _Text.BYTES:
+                raise CorruptSliceError("the ranks did not all send mindwatch's run folder name")
+            return bytes(got[0, 3 : int(got[0, 2]) + 3].astype(np.uint8)).decode("utf-8")
 
+        self._round += 1  # every rank counts this collective too
         try:
             return self._guard.call(gather, self.timeout)
         except AggregationError as exc:
-            self._fail(0, str(exc))
+            self.failure, self.failed_at = str(exc), 0  # the caller reports it
             raise
 
     def _proposal(self, rows: Sequence[Row]) -> int:
@@ -253,7 +286,7 @@ class Aggregator:
 
     # ---------------------------------------------------------------- collective thread
 
-    def _gather(self, rows: list[Row], proposal: int) -> _Gathered:
+    def _gather(self, rows: list[Row], proposal: int, round_no: int) -> _Gathered:
         """Pack, all-gather (twice if a rank needs more room), check; the agreed interval."""
         tags: list[str] = []
         seen: set[str] = set()
@@ -270,63 +303,62 @@ class Aggregator:
                     seen.add(tag)
                     tags.append(tag)
             packed_rows.append(row)
-        steps = [r[0] for r in rows]
-        walls = [r[1] for r in rows]
-        gathered = self._all_gather(tags, steps, walls, packed_rows, proposal)
-        headers = [read_header(gathered, r) for r in range(self.world_size)]
+
+        def all_gather() -> Floats:
+            vector = pack(
+                self.rank,
+                round_no=round_no,
+                tags=tags,
+                steps=[r[0] for r in rows],
+                walls=[r[1] for r in rows],
+                rows=packed_rows,
+                capacity=self._capacity,
+                proposal=proposal,
+            )
+            got = np.asarray(self.collective.all_gather(vector), dtype=np.float64)
+            if got.shape != (self.world_size, self._capacity):
+                raise CorruptSliceError(
+                    f"all_gather returned shape {got.shape}, expected "
+                    f"{(self.world_size, self._capacity)}"
+                )
+            return got
+
+        gathered = all_gather()
+        headers = [read_header(gathered, r, round_no) for r in range(self.world_size)]
         largest = max(h.needed for h in headers)
         if largest > gathered.shape[1]:  # someone had more to say: everyone resends
             self._capacity = largest + largest // 2
-            gathered = self._all_gather(tags, steps, walls, packed_rows, proposal)
+            gathered = all_gather()
+            for r in range(self.world_size):
+                read_header(gathered, r, round_no)
         return _Gathered(gathered, tags, rows, max(h.proposal for h in headers))
-
-    def _all_gather(
-        self,
-        tags: list[str],
-        steps: list[int],
-        walls: list[float],
-        rows: list[dict[str, float]],
-        proposal: int,
-    ) -> Floats:
-        vector = pack(
-            self.rank,
-            tags=tags,
-            steps=steps,
-            walls=walls,
-            rows=rows,
-            capacity=self._capacity,
-            proposal=proposal,
-        )
-        gathered = np.asarray(self.collective.all_gather(vector), dtype=np.float64)
-        if gathered.shape != (self.world_size, self._capacity):
-            raise CorruptSliceError(
-                f"all_gather returned shape {gathered.shape}, expected "
-                f"{(self.world_size, self._capacity)}"
-            )
-        return gathered
 
     def _write(self, pending: _Gathered) -> None:
         """After a successful gather (collective thread): write global and local points."""
         try:
-            if self._emit_global is not None:
-                self._write_global(pending)
-            if self.emit_local is not None:
-                self._write_local(pending.rows)
+            steps = self._global_values(pending) if self._emit_global is not None else None
         except Exception as exc:  # a bug here must not cost the data: write it locally
             if not self._warned_write:
                 self._warned_write = True
-                log.warning("mindwatch: writing reduced values failed: %r", exc)
+                log.warning("mindwatch: reducing the gathered values failed: %r", exc)
             self._write_local_values(pending.rows)
+            return
+        if steps is not None and self._emit_global is not None:
+            for step, values, wall, samples in steps:
+                self._emit_global(step, values, wall, samples)
+        self._write_local(pending.rows)
 
-    def _write_global(self, pending: _Gathered) -> None:
+    def _global_values(
+        self, pending: _Gathered
+    ) -> list[tuple[int, Values, float, Optional[float]]]:
+        """Rank 0's rows with every communicated metric reduced, plus the spreads."""
         rows, tags = pending.rows, pending.tags
         if not rows:
-            return
+            return []
         world = self.world_size
-        steps = [r[0] for r in rows]
-        step_index = {s: i for i, s in enumerate(steps)}
+        step_index = {row[0]: i for i, row in enumerate(rows)}
         columns = {tag_id(t): j for j, t in enumerate(tags)}
-        cube = np.full((world, len(steps), len(tags)), MISSING)
+        cube = np.full((world, len(rows), len(tags)), MISSING)
         for rank in range(world):
             part = unpack(pending.gathered, rank)
             if not part.complete or part.values.size == 0:
@@ -349,23 +381,27 @@ class Aggregator:
             if tag in (_TOKENS, _SAMPLES):
                 continue
             reduction = self.table[tag]
-            result, spread = reduce_values(cube[:, :, j], present[:, :, j], reduction, weights)
-            contributed = present[:, :, j].any(axis=0)
+            result, spread, counted = reduce_values(
+                cube[:, :, j], present[:, :, j], reduction, weights
+            )
             names = spread_tags(tag)
-            for i in np.flatnonzero(contributed).tolist():
+            for i in np.flatnonzero(counted).tolist():
                 if reduction.kind != "per_rank":
                     out[i].append((tag, float(result[i])))
                 if spread is not None:
                     out[i].extend(zip(names, spread[:, i].tolist()))
+        table = self.table
+        emitted = []
         for k, (step, wall, values, samples, _) in enumerate(rows):
-            once = [(t, v) for t, v in values if not self.table[t].communicated]
-            emitted = once + out[k]
-            if emitted:
-                self._emit_global(step, emitted, wall, samples)  # type: ignore[misc]
+            once = [(t, v) for t, v in values if not table[t].communicated]
+            if once or out[k]:
+                emitted.append((step, once + out[k], wall, samples))
+        return emitted
 
     def _write_local(self, rows: Sequence[Row]) -> None:
-        emit = self.emit_local
-        assert emit is not None
+        emit = self._emit_local
+        if emit is None:
+            return
         table = self.table
         for step, wall, values, samples, _ in rows:
             mine = [(t, v) for t, v in values if table[t].communicated]
@@ -377,5 +413,4 @@ class Aggregator:
         if self._emit_global is not None:
             for step, wall, values, samples, _ in rows:
                 self._emit_global(step, values, wall, samples)
-        if self.emit_local is not None:
-            self._write_local(rows)
+        self._write_local(rows)

@@ -51,9 +51,12 @@ class AggregationError(RuntimeError):
 
 
 class _Job(Generic[T]):
-    def __init__(self, collect: Callable[[], T], after: Optional[Callable[[T], None]]) -> None:
-        self.collect = collect
+    def __init__(
+        self, collect: Optional[Callable[[], T]], after: Optional[Callable[[T], None]]
+    ) -> None:
+        self.collect = collect  # None: a marker for sync(), or a stop request
         self.after = after
+        self.started = threading.Event()
         self.done = threading.Event()
         self.result: Optional[T] = None
         self.error: Optional[BaseException] = None
@@ -63,6 +66,10 @@ class _Job(Generic[T]):
 class CollectiveGuard:
     """Run collectives on one daemon thread; the caller waits at most ``timeout`` seconds.
 
+    The timeout counts from the moment the collective starts (not while it waits behind
+    the previous job's writing), so it measures the other ranks, not this one. A job
+    the caller gave up on before it started is never started.
+
     A plain daemon thread, not an executor: a collective stuck on a dead peer must not
     block interpreter exit.
     """
@@ -71,6 +78,7 @@ class CollectiveGuard:
         self.broken: Optional[str] = None
         self._jobs: queue.SimpleQueue[_Job[Any]] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._in_collective = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -91,7 +99,9 @@ class CollectiveGuard:
             raise AggregationError(self.broken)
         job: _Job[T] = _Job(collect, after)
         self._jobs.put(job)
-        if not job.done.wait(timeout):
+        # First the previous job's after() (this rank's own writing, bounded by the
+        # writers' max_block_secs), then the collective itself, each within `timeout`.
+        if not (job.started.wait(timeout) and job.done.wait(timeout)):
             with self._lock:  # the answer may have arrived just now: then it counts
                 job.abandoned = not job.done.is_set()
         if job.abandoned:
@@ -106,24 +116,47 @@ class CollectiveGuard:
         return job.result  # type: ignore[return-value]
 
     def sync(self, timeout: float) -> bool:
-        """Wait until every job handed over so far, ``after`` included, has finished."""
-        if self.broken is not None:
-            return True  # nothing is pending that could still finish
-        marker: _Job[None] = _Job(lambda: None, None)
+        """Wait until every job handed over so far, ``after`` included, has finished.
+
+        A collective stuck on a dead peer is not waited for: its job never writes.
+        """
+        with self._lock:
+            if self.broken is not None and self._in_collective:
+                return False
+        marker: _Job[None] = _Job(None, None)
         self._jobs.put(marker)
         return marker.done.wait(timeout)
+
+    def stop(self) -> None:
+        """End the thread once the jobs handed over so far are done (a thread stuck in a
+        collective on a dead peer stays, as a daemon)."""
+        self._jobs.put(_Job(None, None))
+        self._jobs.put(_STOP)
 
     def _run(self) -> None:
         while True:
             job = self._jobs.get()
+            if job is _STOP:
+                return
+            with self._lock:
+                if job.abandoned:  # the caller gave up before it started: do not issue it
+                    job.done.set()
+                    continue
+                self._in_collective = job.collect is not None
+                job.started.set()
             try:
-                job.result = job.collect()
+                if job.collect is not None:
+                    job.result = job.collect()
             except BaseException as exc:  # reported to the caller, never raised here
                 job.error = exc
             with self._lock:
+                self._in_collective = False
                 abandoned = job.abandoned
                 job.done.set()
             if job.after is not None and job.error is None and not abandoned:
                 # after() reports its own failures; nothing may kill this thread
                 with contextlib.suppress(Exception):
                     job.after(job.result)
+
+
+_STOP: _Job[None] = _Job(None, None)

@@ -2,7 +2,7 @@
 
 Layout of a rank's slice (float64)::
 
-    [MAGIC, rank, n_tags, n_steps, needed, proposal,   header
+    [MAGIC, rank, round, n_tags, n_steps, needed, proposal,   header
      tag ids (n_tags),                                  52-bit hashes of the tag names
      steps (n_steps), wall times (n_steps),
      values (n_steps x n_tags, row-major)]              MISSING where a step lacks a tag
@@ -10,7 +10,9 @@ Layout of a rank's slice (float64)::
 Every rank sends a slice of the same, agreed capacity (an all-gather needs equal
 shapes); ``needed`` says how much of it this rank filled or would need. The header
 makes every slice self-checking: a slice whose magic or rank is wrong did not come from
-a mindwatch peer (another rank ran a different collective at that moment), and the
+a mindwatch peer (another rank ran a different collective at that moment), and one
+whose round differs from this rank's comes from a peer that skipped or repeated a
+reduction. Every rank sees every header, so all of them reach the same verdict, and the
 reduction is abandoned rather than trusted.
 
 Tags travel as hashes, not names: the names are known to rank 0, which writes the
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +34,7 @@ __all__ = ["HEADER", "MISSING", "Slice", "pack", "tag_id", "unpack"]
 Floats = npt.NDArray[np.float64]
 
 MAGIC = 19799.125  # "MW", version 1 (an exact float)
-HEADER = 6
+HEADER = 7
 # A quiet NaN with a payload no arithmetic produces: "no value at this step" stays
 # distinguishable from a NaN loss after the trip through the collective.
 _MISSING_BITS = np.uint64(0x7FF8_4D57_0000_0001)
@@ -62,6 +65,7 @@ def needed(n_tags: int, n_steps: int) -> int:
 def pack(
     rank: int,
     *,
+    round_no: int,
     tags: list[str],
     steps: list[int],
     walls: list[float],
@@ -73,7 +77,7 @@ def pack(
     n_tags, n_steps = len(tags), len(steps)
     size = needed(n_tags, n_steps)
     out = np.zeros(capacity, dtype=np.float64)
-    out[:HEADER] = (MAGIC, rank, n_tags, n_steps, size, proposal)
+    out[:HEADER] = (MAGIC, rank, round_no, n_tags, n_steps, size, proposal)
     if size > capacity:
         return out  # the peers see `needed` and everyone retries with room for it
     pos = HEADER
@@ -101,6 +105,7 @@ class Slice:
     """One rank's decoded contribution."""
 
     rank: int
+    round_no: int
     needed: int
     proposal: int
     ids: Floats = field(default_factory=lambda: np.zeros(0))
@@ -110,15 +115,21 @@ class Slice:
     complete: bool = False
 
 
-def read_header(gathered: Floats, rank: int) -> Slice:
+def read_header(gathered: Floats, rank: int, round_no: Optional[int] = None) -> Slice:
+    """Rank ``rank``'s header, checked (and its round against ``round_no`` if given)."""
     row = gathered[rank]
-    magic, who, n_tags, n_steps, size, proposal = row[:HEADER]
+    magic, who, got_round, n_tags, n_steps, size, proposal = row[:HEADER]
     if magic != MAGIC or who != rank or not 0 <= n_tags < 1e7 or not 0 <= n_steps < 1e9:
         raise CorruptSliceError(
             f"the data gathered from rank {rank} is not mindwatch's (header "
             f"{row[:HEADER].tolist()}): another collective ran at the same time"
         )
-    return Slice(rank=rank, needed=int(size), proposal=int(proposal))
+    if round_no is not None and got_round != round_no:
+        raise CorruptSliceError(
+            f"rank {rank} sent reduction {int(got_round)} while this rank sent {round_no}: "
+            "the ranks no longer reduce at the same steps"
+        )
+    return Slice(rank=rank, round_no=int(got_round), needed=int(size), proposal=int(proposal))
 
 
 def unpack(gathered: Floats, rank: int) -> Slice:
@@ -127,7 +138,7 @@ def unpack(gathered: Floats, rank: int) -> Slice:
     row = gathered[rank]
     if header.needed > row.shape[0]:
         return header
-    n_tags, n_steps = int(row[2]), int(row[3])
+    n_tags, n_steps = int(row[3]), int(row[4])
     pos = HEADER
     header.ids = row[pos : pos + n_tags]
     pos += n_tags

@@ -15,7 +15,7 @@ def env_rank_and_world() -> tuple[int, int]:
 
     ``msrun`` (and MindSpore's older launch scripts) export ``RANK_ID`` and
     ``RANK_SIZE`` to every worker; ``MS_WORKER_NUM`` is the world size when only it is
-    set. A malformed value is ignored with a warning rather than guessed.
+    set. A malformed or inconsistent value is ignored with a warning rather than guessed.
     """
     rank_text = os.environ.get("RANK_ID", "0")
     size_text = os.environ.get("RANK_SIZE") or os.environ.get("MS_WORKER_NUM") or "1"
@@ -29,5 +29,10 @@ def env_rank_and_world() -> tuple[int, int]:
         )
         return 0, 1
     if size < 1 or not 0 <= rank < size:
+        log.warning(
+            "mindwatch: RANK_ID=%d is not a rank of RANK_SIZE=%d; logging as a single process",
+            rank,
+            size,
+        )
         return 0, 1
     return rank, size

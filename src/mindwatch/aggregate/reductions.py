@@ -15,7 +15,8 @@ once        already global (lr, the grad norm after the gradient reducer): rank 
 per_rank    no global value: only the spread below, and each rank's own folder
 ==========  ===========================================================================
 
-Every kind except ``once`` also gets its spread across ranks written globally:
+Every kind except ``once`` also gets its spread across the contributing ranks written
+globally:
 ``ranks/<name>_min``, ``_max``, ``_mean``, ``_std`` and ``_argmax``, the rank with the
 largest value (a rank whose value is NaN or infinite counts as the largest: that is the
 rank to look at). ``<name>`` is the tag without its first namespace
@@ -145,7 +146,7 @@ def reduce_values(
     present: Mask,
     reduction: Reduction,
     weights: Optional[Floats] = None,
-) -> tuple[Floats, Optional[Floats]]:
+) -> tuple[Floats, Optional[Floats], Mask]:
     """Reduce one metric over ranks, for many steps at once.
 
     Args:
@@ -157,9 +158,10 @@ def reduce_values(
             unweighted.
 
     Returns:
-        ``(global, spread)``: ``global`` is ``(steps,)`` (NaN where no rank contributed;
-        all NaN for ``per_rank``), ``spread`` is ``(5, steps)`` min/max/mean/std/argmax
-        over every rank that logged the metric, or None for ``once``.
+        ``(global, spread, counted)``: ``global`` is ``(steps,)`` (all NaN for
+        ``per_rank``), ``spread`` is ``(5, steps)`` min/max/mean/std/argmax over the
+        contributing ranks, or None for ``once``; ``counted`` marks the steps at which
+        at least one contributing rank logged the metric (elsewhere both are NaN).
 
     NaN and infinities propagate: a rank with a NaN loss makes the global loss NaN
     (the job's update used it), and becomes the ``argmax`` rank.
@@ -200,9 +202,10 @@ def reduce_values(
         else:  # per_rank
             result = np.full(steps, np.nan)
         result = np.where(none, np.nan, result)
+    counted = ~none
     if kind == "once":
-        return result, None
-    return result, _spread(values, present)
+        return result, None, counted
+    return result, _spread(values, use), counted
 
 
 def _nan_if_any(result: Floats, values: Floats, use: Mask) -> Floats:

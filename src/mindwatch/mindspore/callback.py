@@ -299,7 +299,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         except Exception as exc:  # monitoring must never take training down
             self._warn_once("step", f"could not read the step number: {exc!r}")
             return
-        if self._layers.active:
+        if self._layers.active and self.monitor.writes_shared:  # the same on every rank
             histograms = self._layers.histograms_due(step)
             self._guarded(
                 "layer metrics",
@@ -348,7 +348,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
     def on_train_epoch_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
         epoch = int(cb.get("cur_epoch_num") or 0)
-        if self._layers.active and self._layers.epoch_histograms_due(epoch):
+        if (
+            self._layers.active
+            and self.monitor.writes_shared
+            and self._layers.epoch_histograms_due(epoch)
+        ):
             step = self.monitor.last_step or 0
             self._guarded(
                 "histograms",
@@ -405,6 +409,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
     # --------------------------------------------------------------- helpers
 
     def _evaluate(self, step: int) -> None:
+        if not self.monitor.writes_shared:
+            return  # every rank evaluates the same data: rank 0's result is the one written
         if self._loss_net is None:
             self._warn_once("eval", "eval_dataset given but the train cell has no loss network")
             return
