@@ -128,10 +128,11 @@ def test_mean_weighted_by_tokens_and_declared_reductions(tmp_path: Path) -> None
                     tokens=100 * (1 + 3 * rank),  # rank 1 saw 4x the tokens
                     accuracy=0.5 + 0.1 * rank,
                     memory_mb=1000.0 + rank,
-                    reduce={"accuracy": "min", "memory_mb": "per_rank"},
+                    reduce={"accuracy": "min"},
                 )
 
-    run_ranks(2, tmp_path, body, config={"aggregate_every": 3})
+    config = {"aggregate_every": 3, "reductions": {"memory_mb": "per_rank"}}
+    run_ranks(2, tmp_path, body, config=config)
     curves = scalars(tmp_path)
     assert [v for _, v in curves["train/loss"]] == pytest.approx([(1.0 * 1 + 2.0 * 4) / 5] * 6)
     assert [v for _, v in curves["train/accuracy"]] == pytest.approx([0.5] * 6)

@@ -126,7 +126,8 @@ class Aggregator:
         self._rows: list[Row] = []
         self._last_flush: Optional[int] = None
         self._round = 0  # reductions issued, the same count on every rank
-        self._capacity = needed(_START_CAPACITY_TAGS, self.every)
+        # Room for a typical interval; a rank that needs more says so and all resend.
+        self._capacity = needed(_START_CAPACITY_TAGS, min(self.every, 2 * AUTO_START))
         self._cost: Optional[float] = None  # seconds per reduction, smoothed
         self._step_secs: Optional[float] = None
         self.reductions = 0
@@ -376,6 +377,9 @@ class Aggregator:
                 j = tags.index(name)
                 weights = np.where(present[:, :, j], cube[:, :, j], 0.0)
                 break
+        # Per tag, whole columns at once; per step, only list concatenation (this runs
+        # on the collective thread, and every Python instruction here competes with the
+        # training thread for the GIL).
         out: list[Values] = [[] for _ in rows]
         for j, tag in enumerate(tags):
             if tag in (_TOKENS, _SAMPLES):
@@ -384,16 +388,21 @@ class Aggregator:
             result, spread, counted = reduce_values(
                 cube[:, :, j], present[:, :, j], reduction, weights
             )
-            names = spread_tags(tag)
-            for i in np.flatnonzero(counted).tolist():
-                if reduction.kind != "per_rank":
-                    out[i].append((tag, float(result[i])))
-                if spread is not None:
-                    out[i].extend(zip(names, spread[:, i].tolist()))
-        table = self.table
+            steps_counted = np.flatnonzero(counted).tolist()
+            columns_out: list[list[float]] = []
+            names: list[str] = []
+            if reduction.kind != "per_rank":
+                columns_out.append(result[counted].tolist())
+                names.append(tag)
+            if spread is not None:
+                columns_out.extend(spread[:, counted].tolist())
+                names.extend(spread_tags(tag))
+            for i, row_values in zip(steps_counted, zip(*columns_out)):
+                out[i].extend(zip(names, row_values))
+        communicated = set(tags)
         emitted = []
         for k, (step, wall, values, samples, _) in enumerate(rows):
-            once = [(t, v) for t, v in values if not table[t].communicated]
+            once = [(t, v) for t, v in values if t not in communicated]
             if once or out[k]:
                 emitted.append((step, once + out[k], wall, samples))
         return emitted
