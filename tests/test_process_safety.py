@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tbread import scalars
+from tests.tbread import accumulator, scalars
 
 FLUSH_SECS = 0.5
 
@@ -167,9 +167,18 @@ def test_interpreter_exit_without_close_flushes(tmp_path: Path) -> None:
             mon.log_step(step, loss=float(step))
         """
     )
-    subprocess.run([sys.executable, "-c", child, str(tmp_path)], check=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path)],
+        check=True,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert len(scalars(tmp_path)["train/loss"]) == 1000
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "finished"
+    # The config TEXT too: its encoder's imports must not run during interpreter exit.
+    assert "could not encode" not in result.stderr
+    assert "mindwatch/config" in accumulator(tmp_path).Tags()["tensors"]
 
 
 @pytest.mark.slow

@@ -79,6 +79,7 @@ class CollectiveGuard:
         self._jobs: queue.SimpleQueue[_Job[Any]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._in_collective = False
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -97,6 +98,8 @@ class CollectiveGuard:
         """
         if self.broken is not None:
             raise AggregationError(self.broken)
+        if self._stopped:
+            raise AggregationError("the monitor is closed")
         job: _Job[T] = _Job(collect, after)
         self._jobs.put(job)
         # First the previous job's after() (this rank's own writing, bounded by the
@@ -121,6 +124,8 @@ class CollectiveGuard:
         A collective stuck on a dead peer is not waited for: its job never writes.
         """
         with self._lock:
+            if self._stopped:
+                return not self._thread.is_alive()
             if self.broken is not None and self._in_collective:
                 return False
         marker: _Job[None] = _Job(None, None)
@@ -130,7 +135,8 @@ class CollectiveGuard:
     def stop(self) -> None:
         """End the thread once the jobs handed over so far are done (a thread stuck in a
         collective on a dead peer stays, as a daemon)."""
-        self._jobs.put(_Job(None, None))
+        with self._lock:
+            self._stopped = True
         self._jobs.put(_STOP)
 
     def _run(self) -> None:

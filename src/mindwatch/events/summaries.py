@@ -78,6 +78,21 @@ def histogram_value(tag: str, data: Any, buckets: int = DEFAULT_BUCKETS) -> byte
     return value_bytes(Summary.Value(tag=tag, histo=histo))
 
 
+def import_text_support() -> None:
+    """Import what :func:`text_value` needs, on the caller's thread.
+
+    The value is built on the writer's thread, possibly while the interpreter exits,
+    when an import that registers an ``atexit`` hook (TensorBoard's plugins do) fails:
+    the writer imports on the first ``add_text`` instead.
+    """
+    import tensorboard.plugins.text.summary_v2  # noqa: F401
+
+
+def import_histogram_support() -> None:
+    """Import what :func:`histogram_value` needs, on the caller's thread (see above)."""
+    import tensorboard.compat.proto.summary_pb2  # noqa: F401
+
+
 def text_value(tag: str, text: str) -> bytes:
     """Return a ``Summary.Value`` that TensorBoard's TEXT tab shows (markdown)."""
     from tensorboard.plugins.text.summary_v2 import text_pb

@@ -61,7 +61,12 @@ from mindwatch.events.encoding import (
     encode_summary_values,
 )
 from mindwatch.events.records import frame
-from mindwatch.events.summaries import histogram_value, text_value
+from mindwatch.events.summaries import (
+    histogram_value,
+    import_histogram_support,
+    import_text_support,
+    text_value,
+)
 
 __all__ = [
     "DEFAULT_FLUSH_SECS",
@@ -278,10 +283,12 @@ class EventFileWriter:
     ) -> None:
         """Log a histogram of ``values``; the array is copied now and bucketed in the background."""
         data = np.array(values, copy=True)
+        import_histogram_support()
         self.add_values_later(step, lambda: [histogram_value(tag, data, buckets)], wall_time)
 
     def add_text(self, tag: str, text: str, step: int, wall_time: Optional[float] = None) -> None:
         """Log markdown text (TensorBoard's TEXT tab)."""
+        import_text_support()
         self.add_values_later(step, lambda: [text_value(tag, text)], wall_time)
 
     def add_values(
