@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/write.py
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/aggregate.py
+	$(BIN)/python benchmarks/read.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -7,6 +7,8 @@ The core (this package) imports no MindSpore; the MindSpore callbacks live in
 from mindwatch._version import __version__
 from mindwatch.config import ConfigError, MonitorConfig
 from mindwatch.events import EventFileWriter, LogDirError
+from mindwatch.events.reader import RunReader
+from mindwatch.events.tables import read_scalars
 from mindwatch.monitor import Monitor
 
 __all__ = [
@@ -15,5 +17,7 @@ __all__ = [
     "LogDirError",
     "Monitor",
     "MonitorConfig",
+    "RunReader",
     "__version__",
+    "read_scalars",
 ]

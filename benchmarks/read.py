@@ -1,0 +1,133 @@
+"""Reading scalars back: mindwatch.read_scalars vs EventAccumulator and tbparse.
+
+The same file for everyone: 200,000 scalar points (10 tags x 20,000 steps) written by
+mindwatch (one event per step), and the same points written by torch's SummaryWriter
+(one event per point, as torch writes them). Every reader must return every point
+(EventAccumulator with ``size_guidance`` 0 = keep all; its default keeps 10,000 random
+points per tag); the results are checked against each other before any time is printed.
+The floor is a bare loop over the records that only checks their CRCs.
+
+    python benchmarks/read.py [--repeats 3] [--steps 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import struct
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import mindwatch
+from mindwatch.events.crc import crc32c
+
+TAGS = [f"bench/tag{i}" for i in range(10)]
+
+
+def write_mindwatch(folder: Path, steps: int) -> None:
+    with mindwatch.Monitor(folder, {"print_every": 0, "max_queue": 10**7}) as mon:
+        for step in range(1, steps + 1):
+            mon.log_scalars(step, {tag: step * 0.001 + i for i, tag in enumerate(TAGS)})
+
+
+def write_torch(folder: Path, steps: int) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(folder), max_queue=10**6, flush_secs=3600) as writer:
+        for step in range(1, steps + 1):
+            for i, tag in enumerate(TAGS):
+                writer.add_scalar(tag, step * 0.001 + i, step)
+
+
+def read_floor(folder: Path) -> int:
+    """Records framed and CRC-checked, nothing decoded: the least any reader must do."""
+    records = 0
+    for path in sorted(folder.glob("*tfevents*")):
+        data = path.read_bytes()
+        pos = 0
+        while pos + 12 <= len(data):
+            (length,) = struct.unpack_from("<Q", data, pos)
+            crc32c(data[pos : pos + 8])
+            crc32c(data[pos + 12 : pos + 12 + length])
+            pos += 16 + length
+            records += 1
+    return records
+
+
+def read_mindwatch(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    frame = mindwatch.read_scalars(folder)
+    out: dict[str, list[tuple[int, float]]] = {}
+    for tag, group in frame.groupby("tag", sort=False):
+        out[str(tag)] = list(zip(group["step"].tolist(), group["value"].tolist()))
+    return out
+
+
+def read_accumulator(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+
+
+def read_tbparse(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    from tbparse import SummaryReader
+
+    frame = SummaryReader(str(folder), pivot=False).scalars
+    out: dict[str, list[tuple[int, float]]] = {}
+    for tag, group in frame.groupby("tag", sort=False):
+        out[str(tag)] = list(zip(group["step"].tolist(), group["value"].tolist()))
+    return out
+
+
+def timed(read: Callable[[Path], Any], folder: Path) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = read(folder)
+    return time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20000)
+    args = parser.parse_args()
+    points = args.steps * len(TAGS)
+    readers: dict[str, Callable[[Path], Any]] = {
+        "floor: records + CRCs only": read_floor,
+        "mindwatch.read_scalars": read_mindwatch,
+        "EventAccumulator (keep all)": read_accumulator,
+        "tbparse SummaryReader": read_tbparse,
+    }
+    with tempfile.TemporaryDirectory() as root:
+        files = {"mindwatch file": Path(root, "mw"), "torch file": Path(root, "torch")}
+        write_mindwatch(files["mindwatch file"], args.steps)
+        write_torch(files["torch file"], args.steps)
+        print(
+            f"{points:,} scalar points (10 tags x {args.steps:,} steps), median of "
+            f"{args.repeats}; every reader's points checked equal to EventAccumulator's\n"
+        )
+        for label, folder in files.items():
+            times: dict[str, list[float]] = {name: [] for name in readers}
+            reference = read_accumulator(folder)
+            assert sum(len(v) for v in reference.values()) == points
+            for _ in range(args.repeats):
+                for name, read in readers.items():
+                    seconds, result = timed(read, folder)
+                    if name != "floor: records + CRCs only":
+                        assert result == reference, f"{name} differs on the {label}"
+                    times[name].append(seconds)
+            base = statistics.median(times["EventAccumulator (keep all)"])
+            print(f"{label}")
+            print(f"  {'reader':<32} {'seconds':>8} {'points/s':>12} {'vs EventAccumulator':>20}")
+            for name, values in times.items():
+                seconds = statistics.median(values)
+                print(
+                    f"  {name:<32} {seconds:8.3f} {points / seconds:12,.0f} {base / seconds:19.1f}x"
+                )
+            print()
+
+
+if __name__ == "__main__":
+    main()

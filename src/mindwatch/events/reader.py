@@ -1,0 +1,467 @@
+"""Reading event files back: records -> events -> items, losslessly and incrementally.
+
+A stack of small iterators, as in TensorBoard's own loader, minus its sampling:
+
+* :class:`RecordReader` - the TFRecord framing of one file, every CRC checked. A last
+  record that is not complete yet (the file is still being written) ends the read
+  without error, and the next read starts there. A damaged record is skipped with a
+  warning naming the file and the offset; a damaged length makes the reader search for
+  the next valid record header. A length is never trusted for allocation: records are
+  sliced out of a memory map of the file, so a length of 2**60 costs nothing.
+* :class:`RunReader` - every event file of one run folder in name order (as
+  TensorBoard reads them), decoded into plain items: :class:`Scalar`,
+  :class:`Histogram`, :class:`Text`, :class:`HParams`, and :class:`Purge` for
+  TensorBoard's ``SessionLog.START`` restart marker, which voids every earlier point
+  at or after its step (a resumed run). Calling :meth:`RunReader.read` again returns
+  only what was appended or added since.
+
+Scalars are recognised as ``simple_value`` (TensorBoard's v1 format, torch's,
+tensorboardX's and mindwatch's writers) and as rank-0 tensors of the ``scalars``
+plugin (TensorBoard's v2 ``tf.summary.scalar``).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from mindwatch.events.crc import crc32c
+
+__all__ = [
+    "HParams",
+    "Histogram",
+    "Item",
+    "Purge",
+    "RecordReader",
+    "RunReader",
+    "Scalar",
+    "Text",
+    "event_files",
+    "find_runs",
+    "without_purged",
+]
+
+log = logging.getLogger(__name__)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+HEADER = 12  # uint64 length + uint32 masked crc of it
+FOOTER = 4  # uint32 masked crc of the data
+# A longer record is taken as a damaged length (TensorBoard's own limit is 2 GiB - 1 per
+# protobuf; mindwatch rotates files at max_file_size).
+DEFAULT_MAX_RECORD_BYTES = 1 << 30
+_MASK_DELTA = 0xA282EAD8
+_unpack_q = struct.Struct("<Q").unpack_from
+_unpack_i = struct.Struct("<I").unpack_from
+_WARNINGS_PER_FILE = 5
+
+
+def _masked(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+@dataclass
+class RecordStats:
+    """What one :class:`RecordReader` has seen so far."""
+
+    records: int = 0
+    corrupt: int = 0
+    skipped_bytes: int = 0
+    corrupt_offsets: list[int] = field(default_factory=list)
+
+
+class RecordReader:
+    """The CRC-checked records of one TFRecord file, from ``offset`` on.
+
+    Args:
+        path: the file.
+        offset: where to start (a previous reader's :attr:`offset`).
+        max_record_bytes: longer lengths are treated as damage.
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        offset: int = 0,
+        *,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    ) -> None:
+        self.path = Path(path)
+        self.offset = offset
+        self.max_record_bytes = max_record_bytes
+        self.stats = RecordStats()
+
+    def read(self) -> Iterator[bytes]:
+        """Yield every complete record after :attr:`offset` and advance it past them."""
+        try:
+            with open(self.path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size <= self.offset:
+                    return
+                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    yield from self._records(data, len(data))
+        except FileNotFoundError:
+            return  # rotated away or deleted between listing and reading
+
+    def _records(self, data: mmap.mmap, end: int) -> Iterator[bytes]:
+        pos = self.offset
+        limit = self.max_record_bytes
+        while end - pos >= HEADER:
+            (length,) = _unpack_q(data, pos)
+            (length_crc,) = _unpack_i(data, pos + 8)
+            if _masked(crc32c(data[pos : pos + 8])) != length_crc or length > limit:
+                pos = self._resync(data, pos, end, "a damaged record header")
+                continue
+            stop = pos + HEADER + length
+            if stop + FOOTER > end:
+                break  # not written completely yet: the next read continues here
+            payload = data[pos + HEADER : stop]
+            (data_crc,) = _unpack_i(data, stop)
+            if _masked(crc32c(payload)) != data_crc:
+                self._corrupt(pos, stop + FOOTER - pos, "a record whose data fails its CRC")
+                pos = stop + FOOTER
+                self.offset = pos
+                continue
+            pos = stop + FOOTER
+            self.offset = pos
+            self.stats.records += 1
+            yield payload
+
+    def _resync(self, data: mmap.mmap, pos: int, end: int, what: str) -> int:
+        """The offset of the next plausible record header after ``pos`` (or ``end``)."""
+        limit = self.max_record_bytes
+        start = pos
+        for candidate in range(pos + 1, end - HEADER + 1):
+            (length,) = _unpack_q(data, candidate)
+            if length > limit:
+                continue
+            (length_crc,) = _unpack_i(data, candidate + 8)
+            if _masked(crc32c(data[candidate : candidate + 8])) == length_crc:
+                self._corrupt(start, candidate - start, what)
+                self.offset = candidate
+                return candidate
+        # Nothing valid follows: the rest is damage, unless it is the start of a record
+        # still being written (fewer bytes than a header), which the next read retries.
+        skip_to = max(end - HEADER + 1, start + 1)
+        self._corrupt(start, skip_to - start, what)
+        self.offset = skip_to
+        return skip_to
+
+    def _corrupt(self, offset: int, length: int, what: str) -> None:
+        stats = self.stats
+        stats.corrupt += 1
+        stats.skipped_bytes += length
+        stats.corrupt_offsets.append(offset)
+        if stats.corrupt <= _WARNINGS_PER_FILE:
+            log.warning(
+                "mindwatch: %s: %s at byte offset %d; skipped %d bytes and read on%s",
+                self.path,
+                what,
+                offset,
+                length,
+                " (further damage in this file is counted, not shown)"
+                if stats.corrupt == _WARNINGS_PER_FILE
+                else "",
+            )
+
+
+# ---------------------------------------------------------------------- items
+
+
+@dataclass(frozen=True)
+class Scalar:
+    tag: str
+    step: int
+    wall_time: float
+    value: float
+
+
+@dataclass(frozen=True)
+class Histogram:
+    tag: str
+    step: int
+    wall_time: float
+    min: float
+    max: float
+    num: float
+    sum: float
+    sum_squares: float
+    bucket_limit: tuple[float, ...]
+    bucket: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Text:
+    tag: str
+    step: int
+    wall_time: float
+    text: str
+
+
+@dataclass(frozen=True)
+class HParams:
+    """A run's hyperparameters (the HPARAMS plugin's session start)."""
+
+    step: int
+    wall_time: float
+    hparams: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Purge:
+    """TensorBoard's restart marker: earlier items at ``step`` or later are void."""
+
+    step: int
+    wall_time: float
+
+
+Item = Union[Scalar, Histogram, Text, HParams, Purge]
+
+# TensorFlow DataType enum values used by scalar and text tensors.
+_DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_STRING, _DT_INT64, _DT_HALF = 1, 2, 3, 7, 9, 19
+_DTYPES = {
+    _DT_FLOAT: np.float32,
+    _DT_DOUBLE: np.float64,
+    _DT_INT32: np.int32,
+    _DT_INT64: np.int64,
+    _DT_HALF: np.float16,
+}
+
+
+def _tensor_scalar(tensor: Any) -> Optional[float]:
+    """The single number in a TensorProto, or None if it holds something else."""
+    dims = tensor.tensor_shape.dim
+    if any(d.size != 1 for d in dims):
+        return None
+    dtype = _DTYPES.get(tensor.dtype)
+    if dtype is None:
+        return None
+    if tensor.tensor_content:
+        values = np.frombuffer(tensor.tensor_content, dtype=dtype)
+        return float(values[0]) if values.size == 1 else None
+    for repeated in (tensor.float_val, tensor.double_val, tensor.int_val, tensor.int64_val):
+        if len(repeated) == 1:
+            return float(repeated[0])
+    if tensor.dtype == _DT_HALF and len(tensor.half_val) == 1:
+        return float(np.array([tensor.half_val[0]], dtype=np.uint16).view(np.float16)[0])
+    return None
+
+
+def _hparams(content: bytes) -> Optional[dict[str, Any]]:
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    data = plugin_data_pb2.HParamsPluginData.FromString(content)
+    if not data.HasField("session_start_info"):
+        return None
+    out: dict[str, Any] = {}
+    for name, value in data.session_start_info.hparams.items():
+        kind = value.WhichOneof("kind")
+        out[name] = getattr(value, kind) if kind else None
+    return out
+
+
+class RunReader:
+    """Every event file of one run folder, decoded into items, incrementally.
+
+    ``read()`` returns the items of the files as TensorBoard orders them (file name,
+    then position); a later ``read()`` returns only what was appended or added since.
+    """
+
+    def __init__(self, folder: PathLike, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES):
+        self.folder = Path(folder)
+        self.max_record_bytes = max_record_bytes
+        self._readers: dict[str, RecordReader] = {}
+        self._plugins: dict[str, str] = {}  # tag -> plugin name, from its first metadata
+
+    @property
+    def offsets(self) -> dict[str, int]:
+        """File name -> bytes read so far (e.g. to save and resume a watcher's state)."""
+        return {name: reader.offset for name, reader in self._readers.items()}
+
+    def seek(self, offsets: dict[str, int], plugins: Optional[dict[str, str]] = None) -> None:
+        """Continue from saved :attr:`offsets` (and :attr:`plugins`) instead of the start."""
+        for name, offset in offsets.items():
+            self._reader(name).offset = int(offset)
+        if plugins:
+            self._plugins.update(plugins)
+
+    @property
+    def plugins(self) -> dict[str, str]:
+        return dict(self._plugins)
+
+    @property
+    def corrupt_records(self) -> int:
+        return sum(r.stats.corrupt for r in self._readers.values())
+
+    def _reader(self, name: str) -> RecordReader:
+        reader = self._readers.get(name)
+        if reader is None:
+            path = self.folder / name
+            reader = RecordReader(path, max_record_bytes=self.max_record_bytes)
+            self._readers[name] = reader
+        return reader
+
+    def read(self) -> Iterator[Item]:
+        """Yield the items not returned before."""
+        from tensorboard.compat.proto.event_pb2 import Event
+
+        parse = Event.FromString
+        for name in event_files(self.folder):
+            reader = self._reader(name)
+            for payload in reader.read():
+                try:
+                    event = parse(payload)
+                except Exception:  # a record with a valid CRC but not an Event
+                    reader._corrupt(reader.offset, 0, "a record that is not an event")
+                    continue
+                yield from self._items(event)
+
+    def scalar_columns(self) -> tuple[list[str], list[int], list[float], list[float]]:
+        """The new scalars as columns ``(tags, steps, wall_times, values)``, purges applied.
+
+        The fast path of :func:`mindwatch.read_scalars` (no object per point). A purge
+        marker voids the points read before it in this call; points returned by an
+        earlier call cannot be taken back, so incremental readers that must honour
+        purges use :meth:`read`.
+        """
+        from tensorboard.compat.proto.event_pb2 import Event
+
+        parse = Event.FromString
+        tags: list[str] = []
+        steps: list[int] = []
+        walls: list[float] = []
+        values: list[float] = []
+        add_tag, add_step, add_wall, add_value = (
+            tags.append,
+            steps.append,
+            walls.append,
+            values.append,
+        )
+        plugins = self._plugins
+        for name in event_files(self.folder):
+            reader = self._reader(name)
+            for payload in reader.read():
+                try:
+                    event = parse(payload)
+                except Exception:
+                    reader._corrupt(reader.offset, 0, "a record that is not an event")
+                    continue
+                what = event.WhichOneof("what")
+                if what == "summary":
+                    step, wall = event.step, event.wall_time
+                    for value in event.summary.value:
+                        kind = value.WhichOneof("value")
+                        if kind == "simple_value":  # the common case: nothing else to look at
+                            add_tag(value.tag)
+                            add_step(step)
+                            add_wall(wall)
+                            add_value(value.simple_value)
+                            continue
+                        tag = value.tag
+                        if value.HasField("metadata") and tag not in plugins:
+                            plugins[tag] = value.metadata.plugin_data.plugin_name
+                        if kind == "tensor" and plugins.get(tag) == "scalars":
+                            found = _tensor_scalar(value.tensor)
+                            if found is not None:
+                                add_tag(tag)
+                                add_step(step)
+                                add_wall(wall)
+                                add_value(found)
+                elif what == "session_log" and event.session_log.status == 1:
+                    keep = [i for i, s in enumerate(steps) if s < event.step]
+                    if len(keep) < len(steps):
+                        tags[:] = [tags[i] for i in keep]
+                        steps[:] = [steps[i] for i in keep]
+                        walls[:] = [walls[i] for i in keep]
+                        values[:] = [values[i] for i in keep]
+        return tags, steps, walls, values
+
+    def _items(self, event: Any) -> Iterator[Item]:
+        what = event.WhichOneof("what")
+        if what == "summary":
+            step, wall = event.step, event.wall_time
+            plugins = self._plugins
+            for value in event.summary.value:
+                tag = value.tag
+                if value.HasField("metadata") and tag not in plugins:
+                    plugins[tag] = value.metadata.plugin_data.plugin_name
+                kind = value.WhichOneof("value")
+                if kind == "simple_value":
+                    yield Scalar(tag, step, wall, value.simple_value)
+                elif kind == "histo":
+                    h = value.histo
+                    yield Histogram(
+                        tag,
+                        step,
+                        wall,
+                        h.min,
+                        h.max,
+                        h.num,
+                        h.sum,
+                        h.sum_squares,
+                        tuple(h.bucket_limit),
+                        tuple(h.bucket),
+                    )
+                elif kind == "tensor":
+                    yield from self._tensor_item(tag, step, wall, value)
+        elif what == "session_log" and event.session_log.status == 1:  # SessionLog.START
+            yield Purge(event.step, event.wall_time)
+
+    def _tensor_item(self, tag: str, step: int, wall: float, value: Any) -> Iterator[Item]:
+        plugin = self._plugins.get(tag, "")
+        tensor = value.tensor
+        if plugin == "scalars":
+            number = _tensor_scalar(tensor)
+            if number is not None:
+                yield Scalar(tag, step, wall, number)
+        elif plugin == "text" and tensor.dtype == _DT_STRING and tensor.string_val:
+            yield Text(tag, step, wall, tensor.string_val[0].decode("utf-8", "replace"))
+        elif plugin == "hparams" and value.HasField("metadata"):
+            hparams = _hparams(value.metadata.plugin_data.content)
+            if hparams is not None:
+                yield HParams(step, wall, hparams)
+
+
+def without_purged(items: Iterable[Item]) -> list[Item]:
+    """``items`` with every point a later :class:`Purge` voided taken out (and the purge
+    markers themselves), as TensorBoard shows a run: for readers that read a run once."""
+    kept: list[Item] = []
+    for item in items:
+        if isinstance(item, Purge):
+            kept = [i for i in kept if isinstance(i, HParams) or i.step < item.step]
+        else:
+            kept.append(item)
+    return kept
+
+
+def event_files(folder: PathLike) -> list[str]:
+    """Names of the event files directly in ``folder``, in TensorBoard's reading order."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(n for n in names if "tfevents" in n and os.path.isfile(Path(folder) / n))
+
+
+def find_runs(logdir: PathLike) -> list[tuple[str, Path]]:
+    """``(run name, folder)`` for every folder below ``logdir`` holding event files.
+
+    Run names are paths relative to ``logdir`` with ``/``, ``"."`` for ``logdir``
+    itself, as TensorBoard names them.
+    """
+    root = Path(logdir)
+    runs = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        if any("tfevents" in name for name in filenames):
+            relative = Path(dirpath).relative_to(root).as_posix()
+            runs.append((relative or ".", Path(dirpath)))
+    return runs
