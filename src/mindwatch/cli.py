@@ -91,6 +91,84 @@ def demo(
     )
 
 
+class InputError(click.ClickException):
+    """Bad input: exit status 2, as diff and grep use it."""
+
+    exit_code = 2
+
+
+def _read_scalars(logdir: Path, runs: tuple[str, ...], tags: tuple[str, ...]) -> Any:
+    """read_scalars with a progress bar on a terminal (quiet in pipes and logs)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from mindwatch.events.tables import read_scalars
+
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("reading event files", total=None)
+
+        def advance(done: int, total: int, run: str) -> None:
+            bar.update(task, completed=done, total=total, description=f"reading {run}")
+
+        return read_scalars(logdir, runs=runs or None, tags=tags or None, progress=advance)
+
+
+def _logdir(path: Path) -> Path:
+    if not path.is_dir():
+        raise click.BadParameter(
+            f"'{path}' is not a folder; pass a run folder or the folder of runs "
+            "(the --logdir you give TensorBoard)",
+            param_hint="LOGDIR",
+        )
+    return path
+
+
+@main.command("export")
+@click.argument("logdir", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "parquet", "jsonl"]),
+    default="csv",
+    show_default=True,
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Output file (default: ./<LOGDIR name>.scalars.<format>).",
+)
+@click.option("--run", "runs", multiple=True, help="Only this run (repeatable).")
+@click.option("--tag", "tags", multiple=True, help="Only this tag (repeatable).")
+def export_command(
+    *, logdir: Path, fmt: str, out: Optional[Path], runs: tuple[str, ...], tags: tuple[str, ...]
+) -> None:
+    """Write every scalar below LOGDIR to one file: columns run, tag, step, wall_time, value.
+
+    Every point, none sampled; points a resume voided are left out, as in TensorBoard.
+    Exit status: 0 written, 2 bad input (no such folder, nothing to export).
+    """
+    from mindwatch.tools.export import export_scalars
+
+    frame = _read_scalars(_logdir(logdir), runs, tags)
+    if frame.empty:
+        raise InputError(
+            f"no scalars found below '{logdir}'"
+            + (" for the given --run/--tag" if runs or tags else "")
+            + "; check the folder (TensorBoard event files are named *tfevents*)"
+        )
+    target = out or Path(f"{logdir.resolve().name or 'logdir'}.scalars.{fmt}")
+    try:
+        export_scalars(frame, target, fmt)  # type: ignore[arg-type]
+    except (OSError, RuntimeError) as exc:
+        raise InputError(f"cannot write '{target}': {exc}") from exc
+    runs_n, tags_n = frame["run"].nunique(), frame["tag"].nunique()
+    click.echo(
+        f"wrote {len(frame):,} points ({runs_n} run{'s' * (runs_n != 1)}, "
+        f"{tags_n} tag{'s' * (tags_n != 1)}) to {target}"
+    )
+
+
 def _no_mindspore(exc: Optional[BaseException]) -> str:
     return (
         f"mindwatch demo needs MindSpore ({exc}). Install it with "

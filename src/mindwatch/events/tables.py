@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
@@ -24,6 +24,7 @@ def read_scalars(
     *,
     runs: Optional[Collection[str]] = None,
     tags: Optional[Collection[str]] = None,
+    progress: Optional[Callable[[int, int, str], None]] = None,
 ) -> pd.DataFrame:
     """Every scalar of every run below ``logdir``: columns ``run, tag, step, wall_time,
     value``, one row per point, in reading order (run, then file, then position).
@@ -32,6 +33,7 @@ def read_scalars(
         logdir: a run folder or a folder of runs. Runs are named as TensorBoard names
             them: the folder's path relative to ``logdir`` (``"."`` for ``logdir``).
         runs, tags: keep only these run names / tags.
+        progress: called as ``progress(runs_done, runs_total, run)`` after each run.
 
     Nothing is sampled (TensorBoard's ``EventAccumulator`` keeps 10,000 random points
     per tag by default). Points a restart voided (TensorBoard's ``SessionLog.START``
@@ -49,10 +51,11 @@ def read_scalars(
     counts: list[int] = []
     tag_parts: list[list[str]] = []
     step_parts, wall_parts, value_parts = [], [], []
-    for name, folder in find_runs(root):
-        if runs is not None and name not in runs:
-            continue
+    found = [(n, f) for n, f in find_runs(root) if runs is None or n in runs]
+    for done, (name, folder) in enumerate(found, start=1):
         run_tags, run_steps, run_walls, run_values = RunReader(folder).scalar_columns()
+        if progress is not None:
+            progress(done, len(found), name)
         names.append(name)
         counts.append(len(run_tags))
         tag_parts.append(run_tags)
