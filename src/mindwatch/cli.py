@@ -169,6 +169,122 @@ def export_command(
     )
 
 
+@main.command("compare")
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option(
+    "--baseline",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The run folder to compare against.",
+)
+@click.option(
+    "--tolerances",
+    "tolerances_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="YAML file with any of the tolerance keys (flags below win).",
+)
+@click.option("--loss-rtol", type=float, help="Relative loss increase allowed [0.05].")
+@click.option("--loss-atol", type=float, help="Absolute loss increase allowed on top [0].")
+@click.option("--eval-rtol", type=float, help="Relative eval metric change allowed [0.05].")
+@click.option("--throughput-rtol", type=float, help="Relative throughput drop allowed [0.10].")
+@click.option("--step-time-rtol", type=float, help="Relative step time rise allowed [0.10].")
+@click.option(
+    "--align",
+    type=click.Choice(["step", "samples", "tokens"]),
+    help="Match runs by step, samples or tokens seen [step].",
+)
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+    help="Also write the result as JSON to this file ('-': stdout, instead of the table).",
+)
+@click.pass_context
+def compare_command(
+    ctx: click.Context,
+    /,
+    *,
+    run: Path,
+    baseline: Path,
+    tolerances_file: Optional[Path],
+    json_out: Optional[Path],
+    **flags: Any,
+) -> None:
+    """Compare RUN with a baseline run: a regression gate for CI.
+
+    Checks the final loss, the loss at matched steps, eval metrics, throughput and step
+    time against tolerances (see docs/compare.md). Exit status: 0 within tolerance,
+    1 regression found, 2 bad input.
+    """
+    import yaml
+    from pydantic import ValidationError
+
+    from mindwatch.tools import compare as cmp
+
+    settings: dict[str, Any] = {}
+    if tolerances_file is not None:
+        try:
+            loaded = yaml.safe_load(tolerances_file.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise InputError(f"cannot read tolerances '{tolerances_file}': {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise InputError(f"'{tolerances_file}' must be a mapping of tolerance keys")
+        settings.update(loaded)
+    settings.update({k: v for k, v in flags.items() if v is not None})
+    try:
+        tol = cmp.Tolerances(**settings)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        known = ", ".join(cmp.Tolerances.model_fields)
+        raise InputError(f"bad tolerances: {problems} (known keys: {known})") from exc
+    try:
+        checks = cmp.compare_runs(cmp.load_run(run), cmp.load_run(baseline), tol)
+    except cmp.CompareError as exc:
+        raise InputError(str(exc)) from exc
+    result = cmp.report_json(checks, tol, run, baseline)
+    if json_out is not None:
+        text = json.dumps(result, indent=2)
+        if str(json_out) == "-":
+            click.echo(text)
+        else:
+            json_out.write_text(text + "\n", encoding="utf-8")
+    if json_out is None or str(json_out) != "-":
+        _print_checks(checks, passed=result["passed"])
+    ctx.exit(0 if result["passed"] else 1)
+
+
+def _print_checks(checks: list[Any], *, passed: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def number(value: Optional[float]) -> str:
+        return "-" if value is None else f"{value:.5g}"
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("check", "baseline", "run", "change", "limit", "result", ""):
+        table.add_column(column, justify="right" if column in ("baseline", "run") else "left")
+    for check in checks:
+        change = "-" if check.change is None else f"{check.change:+.1%}"
+        result = {"ok": "ok", "regression": "REGRESSION", "skipped": "skipped"}[check.status]
+        table.add_row(
+            check.name,
+            number(check.baseline),
+            number(check.run),
+            change,
+            number(check.limit),
+            result,
+            check.detail,
+        )
+    console = Console(highlight=False, markup=False, emoji=False)
+    if not console.is_terminal:
+        console.width = 1000
+    with console.capture() as captured:
+        console.print(table)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+    bad = [c.name for c in checks if c.status == "regression"]
+    click.echo("within tolerance" if passed else f"regression: {', '.join(bad)}")
+
+
 def _no_mindspore(exc: Optional[BaseException]) -> str:
     return (
         f"mindwatch demo needs MindSpore ({exc}). Install it with "

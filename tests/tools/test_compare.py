@@ -1,0 +1,132 @@
+"""``mindwatch compare``: passes a run against itself, catches regressions, refuses bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Optional
+
+import pytest
+from click.testing import CliRunner, Result
+
+import mindwatch
+from mindwatch.cli import main
+
+
+def make_run(
+    folder: Path,
+    *,
+    steps: int = 200,
+    loss: Callable[[int], float] = lambda s: 2.0 / (1 + s / 20),
+    batch: int = 32,
+    step_ms: float = 100.0,
+    evals: Optional[dict[str, float]] = None,
+) -> Path:
+    with mindwatch.Monitor(folder, {"print_every": 0}) as mon:
+        for step in range(1, steps + 1):
+            mon.log_scalars(
+                step,
+                {
+                    "train/loss": loss(step),
+                    "perf/step_time_ms": step_ms,
+                    "perf/samples_per_s": batch * 1000.0 / step_ms,
+                },
+            )
+        if evals:
+            mon.log_eval(steps, **evals)
+    return folder
+
+
+def compare(*args: str) -> Result:
+    return CliRunner().invoke(main, ["compare", *args])
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    return make_run(tmp_path / "base", evals={"loss": 0.5, "acc": 0.9})
+
+
+def test_a_run_passes_against_itself(base: Path) -> None:
+    result = compare(str(base), "--baseline", str(base))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().endswith("within tolerance")
+    for name in ("final loss", "loss at matched step", "eval/acc", "eval/loss", "throughput"):
+        assert name in result.output
+
+
+def test_a_worse_loss_fails_with_exit_1(base: Path, tmp_path: Path) -> None:
+    worse = make_run(tmp_path / "worse", loss=lambda s: 1.5 * 2.0 / (1 + s / 20))
+    result = compare(str(worse), "--baseline", str(base))
+    assert result.exit_code == 1, result.output
+    assert "regression: final loss, loss at matched step" in result.output
+    assert "REGRESSION" in result.output
+    better = make_run(tmp_path / "better", loss=lambda s: 0.5 * 2.0 / (1 + s / 20))
+    assert compare(str(better), "--baseline", str(base)).exit_code == 0
+    # A looser tolerance lets the worse run pass, from a YAML file or a flag.
+    loose = tmp_path / "tol.yaml"
+    loose.write_text("loss_rtol: 0.6\n")
+    assert compare(str(worse), "--baseline", str(base), "--tolerances", str(loose)).exit_code == 0
+    assert compare(str(worse), "--baseline", str(base), "--loss-rtol", "0.6").exit_code == 0
+
+
+def test_a_diverged_run_fails(base: Path, tmp_path: Path) -> None:
+    nan = make_run(tmp_path / "nan", loss=lambda s: float("nan") if s > 150 else 2.0 / (1 + s / 20))
+    assert compare(str(nan), "--baseline", str(base)).exit_code == 1
+
+
+def test_slower_steps_lower_throughput_and_worse_evals_fail(base: Path, tmp_path: Path) -> None:
+    slow = make_run(tmp_path / "slow", step_ms=130.0, evals={"loss": 0.5, "acc": 0.9})
+    result = compare(str(slow), "--baseline", str(base))
+    assert result.exit_code == 1
+    assert "regression: throughput (samples_per_s), step time (ms)" in result.output
+    evals = make_run(tmp_path / "evals", evals={"loss": 0.6, "acc": 0.8})
+    result = compare(str(evals), "--baseline", str(base))
+    assert "regression: eval/acc, eval/loss" in result.output
+
+
+def test_json_output(base: Path, tmp_path: Path) -> None:
+    worse = make_run(tmp_path / "worse", loss=lambda s: 3.0)
+    result = compare(str(worse), "--baseline", str(base), "--json", "-")
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert data["passed"] is False
+    final = next(c for c in data["checks"] if c["name"] == "final loss")
+    assert final["status"] == "regression"
+    assert final["run"] == pytest.approx(3.0)
+    assert data["tolerances"]["loss_rtol"] == 0.05
+    out = tmp_path / "result.json"
+    assert compare(str(base), "--baseline", str(base), "--json", str(out)).exit_code == 0
+    assert json.loads(out.read_text())["passed"] is True
+
+
+def test_runs_with_different_batch_sizes_align_by_samples(base: Path, tmp_path: Path) -> None:
+    # Half the batch, twice the steps of half the time: the same loss per sample seen.
+    half = make_run(
+        tmp_path / "half", steps=400, batch=16, step_ms=50.0, loss=lambda s: 2.0 / (1 + s / 40)
+    )
+    by_samples = compare(str(half), "--baseline", str(base), "--align", "samples")
+    assert by_samples.exit_code == 0, by_samples.output
+    assert "loss at matched samples" in by_samples.output
+    by_step = compare(str(half), "--baseline", str(base))  # step 200 saw half the data
+    assert by_step.exit_code == 1
+    assert "regression: loss at matched step\n" in by_step.output
+
+
+def test_bad_input_exits_2(base: Path, tmp_path: Path) -> None:
+    missing = compare(str(tmp_path / "nope"), "--baseline", str(base))
+    assert missing.exit_code == 2
+    assert "is not a folder" in missing.output
+    (tmp_path / "empty").mkdir()
+    empty = compare(str(tmp_path / "empty"), "--baseline", str(base))
+    assert "no TensorBoard event files" in empty.output
+    with mindwatch.Monitor(tmp_path / "no_loss", {"print_every": 0}) as mon:
+        mon.log_scalars(1, {"train/acc": 1.0})
+    no_loss = compare(str(tmp_path / "no_loss"), "--baseline", str(base))
+    assert no_loss.exit_code == 2
+    assert "the run has no train/loss scalars" in no_loss.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("loss_rtl: 0.1\n")
+    typo = compare(str(base), "--baseline", str(base), "--tolerances", str(bad))
+    assert typo.exit_code == 2
+    assert "loss_rtl" in typo.output
+    assert "known keys: loss_rtol" in typo.output
