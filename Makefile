@@ -7,7 +7,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export GLOG_v ?= 3
 
-.PHONY: demo test lint typecheck importlint pytest bench clean
+.PHONY: demo test lint typecheck importlint pytest bench clean sysdeps
+
+# Debian packages the tests drive for real: headless Chromium opens the HTML report,
+# pdftoppm renders the PDF. Installed with apt-get when missing (root or sudo).
+SYSDEPS_BIN := /usr/bin/chromium /usr/bin/pdftoppm
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +33,15 @@ typecheck: $(STAMP)
 importlint: $(STAMP)
 	$(BIN)/lint-imports
 
-pytest: $(STAMP)
+sysdeps:
+	@for f in $(SYSDEPS_BIN); do test -x $$f || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q \
+	    chromium chromium-driver poppler-utils; \
+	fi
+
+pytest: $(STAMP) sysdeps
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 test: lint typecheck importlint pytest
@@ -40,6 +53,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/aggregate.py
 	$(BIN)/python benchmarks/read.py
+	$(BIN)/python benchmarks/report.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -169,6 +169,63 @@ def export_command(
     )
 
 
+def _formats(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    from mindwatch.tools.report import FORMATS
+
+    chosen = tuple(part.strip().lower() for part in value.split(",") if part.strip())
+    unknown = [f for f in chosen if f not in FORMATS]
+    if unknown or not chosen:
+        raise click.BadParameter(
+            f"{', '.join(unknown) or 'nothing'} is not a report format; "
+            f"use a comma-separated list of {', '.join(FORMATS)}",
+            ctx,
+            param,
+        )
+    return chosen
+
+
+@main.command("report")
+@click.argument("logdir", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("mindwatch-report"),
+    show_default=True,
+    help="Folder for report.html, report.pdf, report.json, report.md.",
+)
+@click.option(
+    "--format",
+    "formats",
+    default="html,pdf,json,md",
+    show_default=True,
+    callback=_formats,
+    help="Comma-separated: html, pdf, json, md.",
+)
+def report_command(*, logdir: Path, out: Path, formats: tuple[str, ...]) -> None:
+    """Write a training report of the runs below LOGDIR (several runs are overlaid).
+
+    HTML is one self-contained file (no scripts, nothing from the network); PDF has the
+    same charts; JSON is the machine-readable summary; Markdown suits a CI comment.
+    Exit status: 0 written, 2 bad input.
+    """
+    from mindwatch.tools.report import write_report
+    from mindwatch.tools.summary import summarize
+
+    frame = _read_scalars(_logdir(logdir), (), ())
+    if frame.empty:
+        raise InputError(
+            f"no scalars found below '{logdir}'; check the folder "
+            "(TensorBoard event files are named *tfevents*)"
+        )
+    runs = summarize(frame, logdir)
+    try:
+        written = write_report(runs, logdir, out, formats)
+    except OSError as exc:
+        raise InputError(f"cannot write the report to '{out}': {exc}") from exc
+    for fmt, path in written.items():
+        click.echo(f"{fmt:>4}: {path}")
+
+
 @main.command("compare")
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option(

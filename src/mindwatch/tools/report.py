@@ -1,0 +1,408 @@
+"""``mindwatch report``: a training report from event files alone.
+
+HTML (one self-contained file: inline SVG charts and CSS, no script, nothing fetched),
+PDF (the same charts, matplotlib), JSON (the machine-readable summary) and Markdown
+(for a CI comment). Several runs below one folder are overlaid in every chart.
+
+Charts are drawn with matplotlib's ``Figure`` (no pyplot state). Text in the SVGs is
+drawn as paths, so a tag named ``<script>`` is shapes, not markup; everything else
+goes through Jinja2 with autoescaping.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from mindwatch._version import __version__
+from mindwatch.tools.summary import RunSummary, downsample
+
+__all__ = ["FORMATS", "Chart", "charts", "write_report"]
+
+FORMATS = ("html", "pdf", "json", "md")
+_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
+
+
+@dataclass
+class Chart:
+    """One chart: a title, a caption, and how to draw it on a matplotlib Figure."""
+
+    key: str
+    title: str
+    caption: str
+    draw: Callable[[Any], None]
+
+
+def _color(i: int) -> str:
+    return _COLORS[i % len(_COLORS)]
+
+
+def _line(ax: Any, run: RunSummary, tag: str, i: int, label: str, **kw: Any) -> bool:
+    series = run.get(tag)
+    if series is None or not len(series):
+        return False
+    steps, values = downsample(series.steps, series.values)
+    ax.plot(steps, values, color=_color(i), linewidth=1.2, label=label, **kw)
+    return True
+
+
+def _label(run: RunSummary, runs: Sequence[RunSummary]) -> str:
+    return run.name if len(runs) > 1 else "train"
+
+
+def _finish(ax: Any, *, xlabel: str = "step", log: bool = False) -> None:
+    ax.set_xlabel(xlabel)
+    ax.grid(True, alpha=0.3)
+    if log:
+        ax.set_yscale("log")
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=8, loc="best")
+
+
+def charts(runs: Sequence[RunSummary]) -> list[Chart]:
+    """The charts the runs have data for, in report order."""
+    out: list[Chart] = []
+
+    def has(tag: str) -> bool:
+        return any(r.get(tag) is not None for r in runs)
+
+    if has("train/loss"):
+
+        def draw_loss(fig: Any) -> None:
+            ax = fig.add_subplot(1, 1, 1)
+            for i, run in enumerate(runs):
+                _line(ax, run, "train/loss", i, _label(run, runs))
+                evals = run.get("eval/loss")
+                if evals is not None:
+                    name = "eval" if len(runs) == 1 else f"{run.name} eval"
+                    ax.plot(evals.steps, evals.values, "o--", color=_color(i), ms=4, label=name)
+                loss = run.get("train/loss")
+                steps = [float(a["step"]) for a in run.alerts if isinstance(a.get("step"), int)]
+                if steps and loss is not None:
+                    y = np.interp(steps, loss.steps, np.nan_to_num(loss.values, nan=0.0))
+                    ax.plot(steps, y, "v", color="#d62728", ms=8, label="alerts")
+            ax.set_ylabel("loss")
+            positive = all(
+                r.get("train/loss") is None or (r.get("train/loss").finite() > 0).all()  # type: ignore[union-attr]
+                for r in runs
+            )
+            _finish(ax, log=positive)
+
+        out.append(
+            Chart(
+                "loss",
+                "Loss",
+                "train/loss (lines) and eval/loss (markers); alerts marked.",
+                draw_loss,
+            )
+        )
+    if has("train/lr"):
+
+        def draw_lr(fig: Any) -> None:
+            ax = fig.add_subplot(1, 1, 1)
+            for i, run in enumerate(runs):
+                _line(ax, run, "train/lr", i, run.name if len(runs) > 1 else "lr")
+            ax.set_ylabel("learning rate")
+            _finish(ax)
+
+        out.append(Chart("lr", "Learning rate", "train/lr, the rate the optimizer used.", draw_lr))
+    if has("train/grad_norm"):
+
+        def draw_grad(fig: Any) -> None:
+            curve, hist = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
+            for i, run in enumerate(runs):
+                _line(curve, run, "train/grad_norm", i, run.name if len(runs) > 1 else "")
+                series = run.get("train/grad_norm")
+                if series is not None and len(series.finite()):
+                    hist.hist(series.finite(), bins=40, color=_color(i), alpha=0.6)
+            curve.set_ylabel("global gradient norm")
+            _finish(curve)
+            hist.set_xlabel("gradient norm")
+            hist.set_ylabel("steps")
+            hist.grid(True, alpha=0.3)
+
+        out.append(
+            Chart(
+                "grad_norm",
+                "Gradient norm",
+                "train/grad_norm over steps, and its distribution over all steps.",
+                draw_grad,
+            )
+        )
+    if has("perf/samples_per_s") or has("perf/tokens_per_s"):
+        tag = "perf/samples_per_s" if has("perf/samples_per_s") else "perf/tokens_per_s"
+
+        def draw_throughput(fig: Any) -> None:
+            ax = fig.add_subplot(1, 1, 1)
+            for i, run in enumerate(runs):
+                _line(ax, run, tag, i, run.name if len(runs) > 1 else tag[5:])
+                name = tag[5:]
+                low, high = run.get(f"ranks/{name}_min"), run.get(f"ranks/{name}_max")
+                if low is not None and high is not None and len(low) == len(high):
+                    ax.fill_between(
+                        low.steps,
+                        low.values,
+                        high.values,
+                        color=_color(i),
+                        alpha=0.15,
+                        label="per-rank min-max",
+                    )
+            ax.set_ylabel(tag[5:].replace("_per_s", "/s"))
+            _finish(ax)
+
+        out.append(
+            Chart(
+                "throughput",
+                "Throughput",
+                f"{tag}; the band is the spread across ranks.",
+                draw_throughput,
+            )
+        )
+    if has("perf/step_time_ms"):
+
+        def draw_step(fig: Any) -> None:
+            ax = fig.add_subplot(1, 1, 1)
+            for i, run in enumerate(runs):
+                _line(ax, run, "perf/step_time_ms", i, run.name if len(runs) > 1 else "step")
+            ax.set_ylabel("step time (ms)")
+            _finish(ax, log=True)
+
+        out.append(Chart("step_time", "Step time", "perf/step_time_ms.", draw_step))
+    for run in runs:
+        norms = run.facts.get("param_norms")
+        if not norms:
+            continue
+
+        def draw_layers(fig: Any, norms: dict[str, Any] = norms) -> None:
+            ax = fig.add_subplot(1, 1, 1)
+            names = list(norms)
+            y = np.arange(len(names))
+            start = [float(norms[n]["start"]) for n in names]
+            end = [float(norms[n]["end"]) for n in names]
+            ax.barh(y - 0.2, start, height=0.4, color="#9ecae1", label="start")
+            ax.barh(y + 0.2, end, height=0.4, color="#3182bd", label="end")
+            ax.set_yticks(y)
+            ax.set_yticklabels(names, fontsize=7)
+            ax.invert_yaxis()
+            ax.set_xlabel("parameter L2 norm")
+            ax.grid(True, axis="x", alpha=0.3)
+            ax.legend(fontsize=8)
+
+        suffix = f" ({run.name})" if len(runs) > 1 else ""
+        out.append(
+            Chart(
+                f"layers_{len(out)}",
+                f"Per-layer parameter L2 norms{suffix}",
+                "layers/param_norm/<param>: first and last recorded value.",
+                draw_layers,
+            )
+        )
+    return out
+
+
+def _figure(chart: Chart, *, height: float = 3.2) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.0, height), dpi=100, layout="constrained")
+    chart.draw(fig)
+    fig.suptitle(chart.title, fontsize=11, x=0.01, ha="left")
+    return fig
+
+
+def _svg(chart: Chart) -> str:
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "mindwatch"}):
+        _figure(chart).savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]  # drop the XML prolog and doctype: inline SVG
+    # and the RDF metadata block (creator credits with URLs the report does not need)
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.DOTALL)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        return f"{value:.5g}"
+    return str(value)
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return "-"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def summary_rows(run: RunSummary) -> list[tuple[str, str]]:
+    """The run summary as (label, value) rows, for HTML, PDF and Markdown alike."""
+    f = run.facts
+    loss = f.get("loss") or {}
+    rows = [
+        ("status", _fmt(f.get("status"))),
+        ("steps", _fmt(f.get("steps"))),
+        ("duration", _duration(f.get("duration_s"))),
+        ("world size", _fmt(f.get("world_size"))),
+        ("final loss", _fmt(loss.get("final"))),
+        ("best loss", f"{_fmt(loss.get('best'))} at step {_fmt(loss.get('best_step'))}"),
+        ("non-finite losses", _fmt(loss.get("nonfinite"))),
+    ]
+    if "tokens" in f:
+        rows.append(("tokens", f"{f['tokens']:,.0f}"))
+    for tag, value in (f.get("eval") or {}).items():
+        rows.append((tag, f"{_fmt(value['last'])} at step {value['last_step']}"))
+    return rows
+
+
+def _throughput_rows(run: RunSummary) -> list[tuple[str, dict[str, str]]]:
+    rows = []
+    for name, stats in (run.facts.get("throughput") or {}).items():
+        if stats:
+            rows.append((name, {k: _fmt(v) for k, v in stats.items()}))
+    return rows
+
+
+def _document(runs: Sequence[RunSummary], logdir: Path) -> dict[str, Any]:
+    return {
+        "mindwatch": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "logdir": str(logdir),
+        "runs": [run.as_dict() for run in runs],
+    }
+
+
+def write_report(
+    runs: Sequence[RunSummary], logdir: Path, out: Path, formats: Sequence[str]
+) -> dict[str, Path]:
+    """Write the report in ``formats`` into ``out``; returns format -> file."""
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    document = _document(runs, logdir)
+    chart_list = charts(runs)
+    if "json" in formats:
+        path = out / "report.json"
+        path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        written["json"] = path
+    if "md" in formats:
+        path = out / "report.md"
+        path.write_text(_markdown(runs, logdir), encoding="utf-8")
+        written["md"] = path
+    if "html" in formats:
+        path = out / "report.html"
+        path.write_text(_html(runs, logdir, chart_list, document), encoding="utf-8")
+        written["html"] = path
+    if "pdf" in formats:
+        path = out / "report.pdf"
+        _pdf(runs, logdir, chart_list, path)
+        written["pdf"] = path
+    return written
+
+
+def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"## Training report: `{cell(str(logdir))}`", ""]
+    header = ["run", "status", "steps", "final loss", "best loss", "samples/s (p50)", "alerts"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for run in runs:
+        f = run.facts
+        loss = f.get("loss") or {}
+        speed = ((f.get("throughput") or {}).get("samples_per_s") or {}).get("p50")
+        row = [
+            run.name,
+            _fmt(f.get("status")),
+            _fmt(f.get("steps")),
+            _fmt(loss.get("final")),
+            _fmt(loss.get("best")),
+            _fmt(speed),
+            str(len(run.alerts)),
+        ]
+        lines.append("| " + " | ".join(cell(c) for c in row) + " |")
+    for run in runs:
+        evals = (run.facts.get("eval") or {}).items()
+        if evals:
+            shown = ", ".join(f"{tag} {_fmt(v['last'])}" for tag, v in evals)
+            lines += ["", f"- {cell(run.name)}: {cell(shown)}"]
+    lines += ["", f"_mindwatch {__version__}_", ""]
+    return "\n".join(lines)
+
+
+def _html(
+    runs: Sequence[RunSummary], logdir: Path, chart_list: list[Chart], document: dict[str, Any]
+) -> str:
+    import jinja2
+    from markupsafe import Markup
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("mindwatch.tools", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    rendered = [
+        {"title": c.title, "caption": c.caption, "svg": Markup(_svg(c))} for c in chart_list
+    ]
+    template = env.get_template("report.html.j2")
+    return template.render(
+        logdir=str(logdir),
+        created=document["created"],
+        version=__version__,
+        runs=[
+            {
+                "name": run.name,
+                "rows": summary_rows(run),
+                "hparams": sorted((run.facts.get("hparams") or {}).items()),
+                "throughput": _throughput_rows(run),
+                "spread": sorted((run.facts.get("rank_spread") or {}).items()),
+                "alerts": run.alerts,
+            }
+            for run in runs
+        ],
+        charts=rendered,
+    )
+
+
+def _pdf(runs: Sequence[RunSummary], logdir: Path, chart_list: list[Chart], path: Path) -> None:
+    from matplotlib.backends.backend_pdf import PdfPages
+    from matplotlib.figure import Figure
+
+    with PdfPages(path, metadata={"Title": f"mindwatch report: {logdir}"}) as pdf:
+        for page in _summary_pages(runs, logdir):
+            fig = Figure(figsize=(8.27, 11.69))
+            fig.text(0.06, 0.96, page[0], fontsize=14, va="top")
+            fig.text(0.06, 0.92, "\n".join(page[1:]), fontsize=9, va="top", family="monospace")
+            pdf.savefig(fig)
+        for chart in chart_list:
+            pdf.savefig(_figure(chart, height=4.2))
+
+
+def _summary_pages(runs: Sequence[RunSummary], logdir: Path) -> Iterator[list[str]]:
+    lines: list[str] = []
+    for run in runs:
+        lines.append(f"run: {run.name}")
+        lines += [f"  {label:<20} {value}" for label, value in summary_rows(run)]
+        for name, stats in _throughput_rows(run):
+            shown = "  ".join(f"{k} {v}" for k, v in stats.items())
+            lines.append(f"  {name:<20} {shown}")
+        hparams = run.facts.get("hparams") or {}
+        for key, value in sorted(hparams.items()):
+            lines.append(f"  hparam {key:<13} {value}")
+        lines.append(f"  alerts               {len(run.alerts)}")
+        lines.append("")
+    per_page = 70
+    for start in range(0, max(len(lines), 1), per_page):
+        yield [f"mindwatch report: {logdir}", *lines[start : start + per_page]]

@@ -1,0 +1,246 @@
+"""What a report says about a run, from its event files and ``run.json`` alone.
+
+Statistics use every point; only drawing thins them (:func:`downsample`, which keeps
+each bucket's minimum and maximum so a one-step spike stays visible).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+
+from mindwatch.events.reader import find_runs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["RunSummary", "Series", "downsample", "summarize"]
+
+_RANK_DIR = re.compile(r"(^|/)rank_\d+$")
+
+
+@dataclass
+class Series:
+    """One tag's points, in step order (the last value per step)."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def finite(self) -> np.ndarray:
+        kept: np.ndarray = self.values[np.isfinite(self.values)]
+        return kept
+
+
+@dataclass
+class RunSummary:
+    """A run's facts (JSON-ready in :meth:`as_dict`) and the series the charts draw."""
+
+    name: str
+    folder: Path
+    info: dict[str, Any]
+    series: dict[str, Series]
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, tag: str) -> Optional[Series]:
+        return self.series.get(tag)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "folder": str(self.folder), **self.facts}
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN or infinity: they become strings, as in protobuf's JSON mapping."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _stats(values: np.ndarray) -> Optional[dict[str, float]]:
+    finite = values[np.isfinite(values)]
+    if not len(finite):
+        return None
+    return {
+        "mean": float(np.mean(finite)),
+        "p50": float(np.percentile(finite, 50)),
+        "p95": float(np.percentile(finite, 95)),
+        "min": float(np.min(finite)),
+        "max": float(np.max(finite)),
+    }
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _alerts(path: Path) -> list[dict[str, Any]]:
+    alerts = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            alert = json.loads(line)
+        except ValueError:
+            continue  # a line still being written, or damage: skip it
+        if isinstance(alert, dict):
+            alerts.append(alert)
+    return alerts
+
+
+def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
+    """One :class:`RunSummary` per run in ``frame`` (``read_scalars`` output).
+
+    A run's ``rank_<r>/`` folders are part of it (their spread is in the run's own
+    ``ranks/*`` tags), not runs of their own.
+    """
+    names = {n for n, _ in find_runs(logdir)}
+    runs = []
+    for key, group in frame.groupby("run", sort=True):
+        name = str(key)
+        parent = name.rsplit("/", 1)[0] if "/" in name else "."
+        if _RANK_DIR.search(name) and parent in names:
+            continue
+        folder = logdir if name == "." else logdir / name
+        series = {}
+        for tag, points in group.groupby("tag", sort=False):
+            last = points.groupby("step", sort=True)["value"].last()
+            series[str(tag)] = Series(
+                last.index.to_numpy(dtype=np.int64), last.to_numpy(dtype=np.float64)
+            )
+        run = RunSummary(
+            name=name if name != "." else logdir.resolve().name,
+            folder=folder,
+            info=_read_json(folder / "run.json"),
+            series=series,
+            alerts=_alerts(folder / "alerts.jsonl"),
+        )
+        run.facts = _clean(_facts(run, group))
+        runs.append(run)
+    return runs
+
+
+def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
+    info = run.info
+    facts: dict[str, Any] = {
+        "status": info.get("status"),
+        "world_size": info.get("world_size", 1),
+        "start_time": info.get("start_time"),
+        "end_time": info.get("end_time"),
+        "points": len(group),
+        "tags": len(run.series),
+        "hparams": info.get("hparams") or {},
+    }
+    walls = group["wall_time"].to_numpy()
+    if len(walls):
+        facts["duration_s"] = float(walls.max() - walls.min())
+    loss = run.get("train/loss")
+    if loss is not None and len(loss):
+        finite = np.isfinite(loss.values)
+        facts["steps"] = int(loss.steps[-1])
+        facts["loss"] = {
+            "first": float(loss.values[0]),
+            "final": float(loss.values[-1]),
+            "nonfinite": int((~finite).sum()),
+        }
+        if finite.any():
+            best = int(np.nanargmin(np.where(finite, loss.values, np.nan)))
+            facts["loss"]["best"] = float(loss.values[best])
+            facts["loss"]["best_step"] = int(loss.steps[best])
+    evals = {}
+    for tag, series in run.series.items():
+        if tag.startswith("eval/") and len(series):
+            evals[tag] = {"last": float(series.values[-1]), "last_step": int(series.steps[-1])}
+    if evals:
+        facts["eval"] = evals
+    lr = run.get("train/lr")
+    if lr is not None and len(lr):
+        facts["lr"] = {"first": float(lr.values[0]), "last": float(lr.values[-1])}
+        facts["lr"]["max"] = float(np.nanmax(lr.values)) if np.isfinite(lr.values).any() else None
+    grad = run.get("train/grad_norm")
+    if grad is not None:
+        facts["grad_norm"] = _stats(grad.values)
+    perf = {}
+    for tag in ("perf/samples_per_s", "perf/tokens_per_s", "perf/step_time_ms"):
+        rate = run.get(tag)
+        if rate is not None:
+            perf[tag[5:]] = _stats(rate.values)
+    if perf:
+        facts["throughput"] = perf
+    tokens_rate, step_ms = run.get("perf/tokens_per_s"), run.get("perf/step_time_ms")
+    if tokens_rate is not None and step_ms is not None:
+        common = np.intersect1d(tokens_rate.steps, step_ms.steps)
+        per_s = dict(zip(tokens_rate.steps.tolist(), tokens_rate.values.tolist()))
+        ms = dict(zip(step_ms.steps.tolist(), step_ms.values.tolist()))
+        facts["tokens"] = float(sum(per_s[s] * ms[s] / 1000.0 for s in common.tolist()))
+    spread: dict[str, dict[str, Any]] = {}
+    for tag, series in run.series.items():
+        if tag.startswith("ranks/") and tag.endswith("_argmax") and len(series):
+            metric = tag[len("ranks/") : -len("_argmax")]
+            ranks, counts = np.unique(series.finite().astype(int), return_counts=True)
+            entry: dict[str, Any] = {
+                "most_often_highest_rank": int(ranks[np.argmax(counts)]) if len(ranks) else None
+            }
+            spread[metric] = entry
+            high = run.get(f"ranks/{metric}_max")
+            low = run.get(f"ranks/{metric}_min")
+            if high is not None and low is not None and len(high) == len(low):
+                gap = high.values - low.values
+                spread[metric]["max_gap"] = float(np.nanmax(gap)) if len(gap) else None
+    if spread:
+        facts["rank_spread"] = spread
+    layers = {}
+    for tag, series in run.series.items():
+        if tag.startswith("layers/param_norm/") and len(series):
+            layers[tag[len("layers/param_norm/") :]] = {
+                "start": float(series.values[0]),
+                "end": float(series.values[-1]),
+            }
+    if layers:
+        facts["param_norms"] = layers
+    facts["alerts"] = run.alerts
+    return facts
+
+
+def downsample(
+    steps: np.ndarray, values: np.ndarray, max_points: int = 2000
+) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` points for drawing: each bucket's minimum and maximum, in
+    step order, so spikes survive (a mean or every-k-th point would hide them)."""
+    n = len(steps)
+    if n <= max_points:
+        return steps, values
+    buckets = max(max_points // 2, 1)
+    edges = np.linspace(0, n, buckets + 1).astype(np.int64)
+    keep: list[int] = []
+    safe = np.where(np.isnan(values), np.inf, values)
+    for start, stop in zip(edges[:-1], edges[1:]):
+        if stop <= start:
+            continue
+        chunk = safe[start:stop]
+        low = start + int(np.argmin(chunk))
+        high = start + int(np.argmax(np.where(np.isinf(chunk), -np.inf, chunk)))
+        keep.extend(sorted({low, high}))
+    index = np.array(keep, dtype=np.int64)
+    return steps[index], values[index]
