@@ -287,3 +287,16 @@ def test_read_scalars_columns_filters_and_errors(tmp_path: Path) -> None:
         mindwatch.read_scalars(tmp_path / "missing")
     shutil.rmtree(tmp_path / "a")
     assert set(mindwatch.read_scalars(tmp_path)["run"]) == {"b"}
+
+
+def test_the_batched_decoder_matches_eventaccumulator_on_unusual_steps(tmp_path: Path) -> None:
+    """Long runs of same-shaped events take the numpy path: negative and huge steps
+    (10- and 6-byte varints), a tag set that changes midway, one odd event between."""
+    with mindwatch.Monitor(tmp_path, QUIET) as mon:
+        for i in range(40):
+            mon.log_scalars(-(2**40) + i, {"a": float(i), "b": -float(i)})
+        for i in range(40):
+            mon.log_scalars(2**40 + i, {"a": float(i), "c": 0.5})
+            if i == 20:
+                mon.log_scalars(2**40 + i, {"a": 1e30, "bb": math.nan, "ccc": 1.0})
+    assert same(our_scalars(tmp_path), ea_scalars(tmp_path))

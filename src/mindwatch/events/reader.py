@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from mindwatch.events.crc import crc32c
 
@@ -224,6 +225,10 @@ class Purge:
 
 
 Item = Union[Scalar, Histogram, Text, HParams, Purge]
+# tags, steps, wall times, values
+Columns = tuple[
+    npt.NDArray[np.object_], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]
+]
 
 # TensorFlow DataType enum values used by scalar and text tensors.
 _DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_STRING, _DT_INT64, _DT_HALF = 1, 2, 3, 7, 9, 19
@@ -324,65 +329,101 @@ class RunReader:
                     continue
                 yield from self._items(event)
 
-    def scalar_columns(self) -> tuple[list[str], list[int], list[float], list[float]]:
+    def scalar_columns(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.object_],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+    ]:
         """The new scalars as columns ``(tags, steps, wall_times, values)``, purges applied.
 
-        The fast path of :func:`mindwatch.read_scalars` (no object per point). A purge
-        marker voids the points read before it in this call; points returned by an
-        earlier call cannot be taken back, so incremental readers that must honour
-        purges use :meth:`read`.
+        The fast path of :func:`mindwatch.read_scalars`: runs of same-shaped scalar
+        events are decoded many at a time (:mod:`mindwatch.events.fastscalars`), the
+        rest with protobuf, and the points put back in reading order. A purge marker
+        voids the points read before it in this call; points returned by an earlier
+        call cannot be taken back, so incremental readers that must honour purges use
+        :meth:`read`.
         """
         from tensorboard.compat.proto.event_pb2 import Event
 
-        parse = Event.FromString
-        tags: list[str] = []
-        steps: list[int] = []
-        walls: list[float] = []
-        values: list[float] = []
-        add_tag, add_step, add_wall, add_value = (
-            tags.append,
-            steps.append,
-            walls.append,
-            values.append,
-        )
-        plugins = self._plugins
+        from mindwatch.events.fastscalars import decode_uniform_groups
+
+        payloads: list[bytes] = []
+        readers: list[RecordReader] = []
         for name in event_files(self.folder):
             reader = self._reader(name)
             for payload in reader.read():
-                try:
-                    event = parse(payload)
-                except Exception:
-                    reader._corrupt(reader.offset, 0, "a record that is not an event")
+                payloads.append(payload)
+                readers.append(reader)
+        fast = decode_uniform_groups(payloads)
+        tag_index = {tag: i for i, tag in enumerate(fast.tags)}
+        records: list[int] = []
+        positions: list[int] = []
+        tag_ids: list[int] = []
+        steps: list[int] = []
+        walls: list[float] = []
+        values: list[float] = []
+        purges: list[tuple[int, int]] = []
+        parse = Event.FromString
+        plugins = self._plugins
+        handled = fast.handled.tolist()
+        for i, payload in enumerate(payloads):
+            if handled[i]:
+                continue
+            try:
+                event = parse(payload)
+            except Exception:
+                readers[i]._corrupt(readers[i].offset, 0, "a record that is not an event")
+                continue
+            what = event.WhichOneof("what")
+            if what == "session_log" and event.session_log.status == 1:
+                purges.append((i, event.step))
+                continue
+            if what != "summary":
+                continue
+            step, wall = event.step, event.wall_time
+            for j, value in enumerate(event.summary.value):
+                kind = value.WhichOneof("value")
+                tag = value.tag
+                if value.HasField("metadata") and tag not in plugins:
+                    plugins[tag] = value.metadata.plugin_data.plugin_name
+                if kind == "simple_value":
+                    number: Optional[float] = value.simple_value
+                elif kind == "tensor" and plugins.get(tag) == "scalars":
+                    number = _tensor_scalar(value.tensor)
+                else:
+                    number = None
+                if number is None:
                     continue
-                what = event.WhichOneof("what")
-                if what == "summary":
-                    step, wall = event.step, event.wall_time
-                    for value in event.summary.value:
-                        kind = value.WhichOneof("value")
-                        if kind == "simple_value":  # the common case: nothing else to look at
-                            add_tag(value.tag)
-                            add_step(step)
-                            add_wall(wall)
-                            add_value(value.simple_value)
-                            continue
-                        tag = value.tag
-                        if value.HasField("metadata") and tag not in plugins:
-                            plugins[tag] = value.metadata.plugin_data.plugin_name
-                        if kind == "tensor" and plugins.get(tag) == "scalars":
-                            found = _tensor_scalar(value.tensor)
-                            if found is not None:
-                                add_tag(tag)
-                                add_step(step)
-                                add_wall(wall)
-                                add_value(found)
-                elif what == "session_log" and event.session_log.status == 1:
-                    keep = [i for i, s in enumerate(steps) if s < event.step]
-                    if len(keep) < len(steps):
-                        tags[:] = [tags[i] for i in keep]
-                        steps[:] = [steps[i] for i in keep]
-                        walls[:] = [walls[i] for i in keep]
-                        values[:] = [values[i] for i in keep]
-        return tags, steps, walls, values
+                records.append(i)
+                positions.append(j)
+                tag_ids.append(tag_index.setdefault(tag, len(tag_index)))
+                steps.append(step)
+                walls.append(wall)
+                values.append(number)
+        record = np.concatenate([fast.record, np.asarray(records, dtype=np.int64)])
+        position = np.concatenate([fast.position, np.asarray(positions, dtype=np.int64)])
+        tag_col = np.concatenate([fast.tag, np.asarray(tag_ids, dtype=np.int64)])
+        step_col = np.concatenate([fast.step, np.asarray(steps, dtype=np.int64)])
+        wall_col = np.concatenate([fast.wall, np.asarray(walls, dtype=np.float64)])
+        value_col = np.concatenate([fast.value, np.asarray(values, dtype=np.float64)])
+        order = np.lexsort((position, record))
+        keep = np.ones(len(order), dtype=bool)
+        record, step_col = record[order], step_col[order]
+        for at, purge_step in purges:  # TensorBoard's restart marker voids earlier points
+            keep &= ~((record < at) & (step_col >= purge_step))
+        order = order[keep]
+        table = np.empty(len(tag_index), dtype=object)
+        for tag, i in tag_index.items():
+            table[i] = tag
+        return (
+            table[tag_col[order]] if len(table) else np.zeros(0, dtype=object),
+            step_col[keep],
+            wall_col[order],
+            value_col[order],
+        )
 
     def _items(self, event: Any) -> Iterator[Item]:
         what = event.WhichOneof("what")

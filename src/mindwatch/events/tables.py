@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -49,7 +49,7 @@ def read_scalars(
         raise FileNotFoundError(f"no such folder: '{root}' (give the folder of a run or of runs)")
     names: list[str] = []
     counts: list[int] = []
-    tag_parts: list[list[str]] = []
+    tag_parts: list[np.ndarray] = []
     step_parts, wall_parts, value_parts = [], [], []
     found = [(n, f) for n, f in find_runs(root) if runs is None or n in runs]
     for done, (name, folder) in enumerate(found, start=1):
@@ -59,17 +59,17 @@ def read_scalars(
         names.append(name)
         counts.append(len(run_tags))
         tag_parts.append(run_tags)
-        step_parts.append(np.array(run_steps, dtype=np.int64))
-        wall_parts.append(np.array(run_walls, dtype=np.float64))
-        value_parts.append(np.array(run_values, dtype=np.float64))
+        step_parts.append(run_steps)
+        wall_parts.append(run_walls)
+        value_parts.append(run_values)
 
-    def joined(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    def joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     frame = pd.DataFrame(
         {
             "run": pd.Series(np.repeat(np.array(names, dtype=object), counts), dtype=object),
-            "tag": pd.Series([t for part in tag_parts for t in part], dtype=object),
+            "tag": pd.Series(joined(tag_parts, object), dtype=object),
             "step": joined(step_parts, np.int64),
             "wall_time": joined(wall_parts, np.float64),
             "value": joined(value_parts, np.float64),
