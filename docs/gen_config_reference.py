@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel
 
-from mindwatch.config import CheckpointSettings, ConfigError, MonitorConfig
+from mindwatch.config import AlertSettings, CheckpointSettings, ConfigError, MonitorConfig
 
 PAGE = Path(__file__).with_name("config.md")
 
@@ -65,6 +65,17 @@ def _fields(model: type[BaseModel], prefix: str = "") -> list[str]:
     return rows
 
 
+def _rule_sections() -> list[str]:
+    out = []
+    for name, field in AlertSettings.model_fields.items():
+        model = field.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            title = (model.__doc__ or "").strip().splitlines()[0]
+            out += [f"### `alerts.{name}`", "", title, "", "| key | default | meaning |"]
+            out += ["|---|---|---|", *_fields(model, f"alerts.{name}."), ""]
+    return out
+
+
 def render() -> str:
     out = [
         "# Configuration reference",
@@ -86,6 +97,15 @@ def render() -> str:
         "|---|---|---|",
         *_fields(CheckpointSettings, "checkpoint."),
         "",
+        "## `alerts`",
+        "",
+        "The anomaly rules (docs/alerts.md). Each rule has its own section below.",
+        "",
+        "| key | default | meaning |",
+        "|---|---|---|",
+        *_fields(AlertSettings, "alerts."),
+        "",
+        *_rule_sections(),
         "## Bad input and the message it gets",
         "",
         "Every one of these is refused when the config is built, before training starts.",

@@ -38,7 +38,14 @@ from pydantic import (
     model_validator,
 )
 
-__all__ = ["CheckpointSettings", "ConfigError", "MonitorConfig", "ReduceKind", "canonical_key"]
+__all__ = [
+    "AlertSettings",
+    "CheckpointSettings",
+    "ConfigError",
+    "MonitorConfig",
+    "ReduceKind",
+    "canonical_key",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +78,114 @@ class CheckpointSettings(BaseModel):
         default=None,
         description="Folder for checkpoint files (None: '<logdir>/checkpoints').",
     )
+
+
+class _RuleSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(default=True, description="Run this rule.")
+
+
+class NonFiniteSettings(_RuleSettings):
+    """``nonfinite``: NaN or Inf in a watched metric (critical)."""
+
+    metrics: list[str] = Field(
+        default_factory=list,
+        description="Tags to watch (empty: every train/ and eval/ tag).",
+    )
+
+
+class SpikeSettings(_RuleSettings):
+    """``spike``: a value far above its recent level (median/MAD z-score and a ratio)."""
+
+    metrics: list[str] = Field(default_factory=lambda: ["train/loss"], description="Tags.")
+    window: int = Field(default=100, ge=5, description="Recent points the level is taken from.")
+    warmup: int = Field(default=30, ge=1, description="Points seen before the rule may fire.")
+    ratio: float = Field(default=3.0, gt=1, description="Value / recent mean must exceed this.")
+    zscore: float = Field(
+        default=10.0, gt=0, description="(value - median) / (1.4826 MAD) must exceed this."
+    )
+
+
+class GradExplosionSettings(_RuleSettings):
+    """``grad_explosion``: the global gradient norm above thresholds."""
+
+    metric: str = Field(default="train/grad_norm", description="Tag.")
+    warning: float = Field(default=10.0, gt=0, description="Warning above this norm.")
+    critical: float = Field(default=20.0, gt=0, description="Critical above this norm.")
+
+
+class GradVanishingSettings(_RuleSettings):
+    """``grad_vanishing``: the global gradient norm below a threshold for several steps."""
+
+    metric: str = Field(default="train/grad_norm", description="Tag.")
+    below: float = Field(default=1e-3, gt=0, description="Norm threshold.")
+    steps: int = Field(default=5, ge=1, description="Consecutive steps below it.")
+
+
+class PlateauSettings(_RuleSettings):
+    """``plateau``: the loss has not improved by ``min_delta`` (relative) in ``steps`` steps."""
+
+    metric: str = Field(default="train/loss", description="Tag.")
+    steps: int = Field(default=2000, ge=1, description="Steps without improvement.")
+    min_delta: float = Field(default=0.01, ge=0, description="Relative improvement required.")
+    severity: Literal["info", "warning"] = Field(default="info", description="Alert severity.")
+
+
+class DivergenceSettings(_RuleSettings):
+    """``divergence``: the smoothed loss has risen well above its minimum and stays there."""
+
+    metric: str = Field(default="train/loss", description="Tag.")
+    window: int = Field(default=100, ge=2, description="Smoothing (EMA span, in points).")
+    rise: float = Field(default=1.0, gt=0, description="Relative rise above the minimum.")
+    steps: int = Field(default=50, ge=1, description="Consecutive points above it.")
+    warmup: int = Field(default=200, ge=0, description="Points seen before the rule may fire.")
+
+
+class ThroughputDropSettings(_RuleSettings):
+    """``throughput_drop``: throughput well below its rolling baseline, sustained."""
+
+    metric: str = Field(default="perf/samples_per_s", description="Tag.")
+    drop: float = Field(default=0.3, gt=0, lt=1, description="Relative drop that alerts.")
+    window: int = Field(default=200, ge=10, description="Baseline: median of this many points.")
+    recent: int = Field(default=30, ge=1, description="Compared: median of the last points.")
+
+
+class StallSettings(_RuleSettings):
+    """``stall``: no new step for ``seconds`` (checked by ``mindwatch watch``)."""
+
+    seconds: float = Field(default=600.0, gt=0, description="Seconds without a new step.")
+
+
+class EvalReboundSettings(_RuleSettings):
+    """``eval_rebound``: validation loss rising for K evaluations while the train loss falls."""
+
+    metric: str = Field(default="eval/loss", description="Validation tag.")
+    train_metric: str = Field(default="train/loss", description="Training tag.")
+    evaluations: int = Field(default=3, ge=1, description="Consecutive rising evaluations.")
+
+
+class AlertSettings(BaseModel):
+    """Anomaly rules and what they write (``<run>/alerts.jsonl``, the log)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(default=True, description="Evaluate the rules during training.")
+    cooldown_steps: int = Field(
+        default=100,
+        ge=0,
+        description="After an alert, the same (rule, metric, rank) stays quiet this many "
+        "steps unless its severity rises.",
+    )
+    nonfinite: NonFiniteSettings = Field(default_factory=NonFiniteSettings)
+    spike: SpikeSettings = Field(default_factory=SpikeSettings)
+    grad_explosion: GradExplosionSettings = Field(default_factory=GradExplosionSettings)
+    grad_vanishing: GradVanishingSettings = Field(default_factory=GradVanishingSettings)
+    plateau: PlateauSettings = Field(default_factory=PlateauSettings)
+    divergence: DivergenceSettings = Field(default_factory=DivergenceSettings)
+    throughput_drop: ThroughputDropSettings = Field(default_factory=ThroughputDropSettings)
+    stall: StallSettings = Field(default_factory=StallSettings)
+    eval_rebound: EvalReboundSettings = Field(default_factory=EvalReboundSettings)
 
 
 class MonitorConfig(BaseModel):
@@ -274,6 +389,12 @@ class MonitorConfig(BaseModel):
         description="Multi-card: take train/loss from this rank only (negative counts from "
         "the last rank: -1 is the last). None: the mean over all ranks, or over the last "
         "pipeline stage's ranks when MindSpore's pipeline_stages > 1.",
+    )
+    alerts: AlertSettings = Field(
+        default_factory=AlertSettings,
+        description="Anomaly rules (nonfinite, spike, grad_explosion, grad_vanishing, "
+        "plateau, divergence, throughput_drop, stall, eval_rebound), each with its "
+        "thresholds; alerts go to '<run>/alerts.jsonl' and the log (docs/alerts.md).",
     )
     checkpoint: CheckpointSettings = Field(
         default_factory=CheckpointSettings,

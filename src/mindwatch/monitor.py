@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,6 +37,8 @@ from mindwatch.aggregate import (
     ReductionTable,
     env_rank_and_world,
 )
+from mindwatch.alerts import Alert, AlertLog
+from mindwatch.alerts.sinks import ALERTS_FILE
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events import EventFileWriter, lifecycle
 from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
@@ -45,6 +48,7 @@ from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.tags import MINDFORMERS_TAGS, TAGS, eval_tag, tag_for
 from mindwatch.metrics.timing import Every, StepClock
 from mindwatch.progress import ProgressReporter
+from mindwatch.rules import RuleEngine
 from mindwatch.rundir import make_run_dir
 from mindwatch.runinfo import RunInfo
 
@@ -228,6 +232,16 @@ class Monitor:
         if self._own is not None and self._run is not None:
             text = _config_markdown(self._run.data["config"])
             self._own.add_text("mindwatch/config", text, 0)
+        # Anomaly rules, on the rank that writes the shared view (under reduction they
+        # see the reduced values, and name the outlier rank from the spread).
+        self.alerts: list[Alert] = []
+        self.steps_per_epoch: Optional[int] = None  # for an alert's batch index
+        self._engine: Optional[RuleEngine] = None
+        self._alert_log: Optional[AlertLog] = None
+        self._alert_lock = threading.Lock()
+        if cfg.alerts.enabled and self._own is not None:
+            self._engine = RuleEngine(cfg.alerts, run=self.logdir.name, rank=self.rank)
+            self._alert_log = AlertLog(self._own.logdir / ALERTS_FILE)
         lifecycle.register(self)
 
     def _open_writer(self, folder: Path) -> EventFileWriter:
@@ -373,6 +387,8 @@ class Monitor:
                     writer.add_scalars(step, values, wall)
                     if self._mindformers_tags:
                         self._write_mindformers_view(writer, step, values, n_samples, wall)
+                if self._engine is not None:
+                    self._check(step, values)
                 if self._progress.due(step):
                     self._progress.update(step, dict(values), wall)
             self.last_step = step
@@ -450,8 +466,35 @@ class Monitor:
         writer.add_scalars(step, values, wall)
         if self._mindformers_tags:
             self._write_mindformers_view(writer, step, values, samples, wall)
+        if self._engine is not None:
+            self._check(step, values)
         if self._progress.due(step):
             self._progress.update(step, dict(values), wall)
+
+    def _check(self, step: int, values: Sequence[tuple[str, float]]) -> None:
+        """Run the rules on one step's values; write what they raise."""
+        engine, alert_log = self._engine, self._alert_log
+        if engine is None or alert_log is None:
+            return
+        observed = dict(values)
+        epoch = observed.get("train/epoch")
+        batch = (step - 1) % self.steps_per_epoch if self.steps_per_epoch else None
+        with self._alert_lock:
+            try:
+                raised = engine.observe(
+                    step,
+                    observed,
+                    epoch=int(epoch) if epoch is not None and math.isfinite(epoch) else None,
+                    batch=batch,
+                )
+            except Exception as exc:  # a rule bug must not take training down
+                log.warning("mindwatch: the anomaly rules failed at step %d: %r", step, exc)
+                self._engine = None
+                return
+            for alert in raised:
+                if len(self.alerts) < 10_000:
+                    self.alerts.append(alert)
+                alert_log.write(alert)
 
     def _emit_local(
         self, step: int, values: list[tuple[str, float]], wall: float, samples: Optional[float]
@@ -526,6 +569,8 @@ class Monitor:
                 self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
         if self._own is not None:
             self._own.add_scalars(step, values)
+        if self._engine is not None:
+            self._check(step, values)
         if values and self._progress.enabled:
             shown = ", ".join(f"{tag} {value:.4g}" for tag, value in values)
             print(f"[mindwatch] eval at step {step} | {shown}", flush=True)
@@ -748,6 +793,7 @@ class Monitor:
                 points_dropped=stats.points_dropped,
                 write_errors=stats.write_errors,
                 event_files=[os.path.relpath(f, base) for f in stats.files],
+                alerts=self._alert_log.count if self._alert_log is not None else 0,
                 **self._aggregation_summary(),
             )
         if self.nonfinite:

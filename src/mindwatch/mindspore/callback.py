@@ -239,6 +239,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         )
         self._device_memory = ms_device_target() not in ("CPU", None)
         self._start_step = int(cb.get("cur_step_num") or 0)
+        monitor.steps_per_epoch = int(cb.get("batch_num") or 0) or None
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
         self._guarded("hyperparameters", lambda: self._log_hparams(cb, optimizer))

@@ -1,0 +1,49 @@
+"""``AlertLog``: ``<run>/alerts.jsonl``, one alert per line, written as it happens."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from mindwatch.alerts.model import Alert
+
+__all__ = ["ALERTS_FILE", "AlertLog"]
+
+log = logging.getLogger(__name__)
+
+ALERTS_FILE = "alerts.jsonl"
+
+
+class AlertLog:
+    """Append alerts to a JSON-lines file and to the log.
+
+    Each alert is one ``write`` of a whole line in append mode, flushed at once, so a
+    reader (``mindwatch watch``, a report) never sees half an alert and a crash loses
+    none. A file that cannot be written is a warning, once; the alerts still reach
+    the log.
+    """
+
+    def __init__(self, path: Path, *, echo: bool = True) -> None:
+        self.path = path
+        self.echo = echo
+        self.count = 0
+        self._lock = threading.Lock()
+        self._failed = False
+
+    def write(self, alert: Alert) -> None:
+        with self._lock:
+            self.count += 1
+            if self.echo:
+                log.warning("mindwatch: %s", alert.line())
+            try:
+                with open(self.path, "a", encoding="utf-8") as handle:
+                    handle.write(alert.to_json() + "\n")
+            except OSError as exc:
+                if not self._failed:
+                    self._failed = True
+                    log.warning(
+                        "mindwatch: cannot write alerts to %s: %s; they still go to the log",
+                        self.path,
+                        exc.strerror or exc,
+                    )

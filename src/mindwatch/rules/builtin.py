@@ -1,0 +1,442 @@
+"""The built-in anomaly rules: plain objects over ``(step, {tag: value})``.
+
+Each rule keeps a small state (:meth:`Rule.state_dict`, :meth:`Rule.load_state_dict`),
+so the same rules run in the training process, in ``mindwatch watch``, and across a
+resume. ``observe`` returns :class:`Finding`s; the engine adds the context (rank, run,
+epoch, batch) and the cooldowns.
+
+Per step the cost is a few comparisons per watched value: the expensive statistics
+(median and MAD of a window) are computed only for a value that already looks like a
+spike against the running mean.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from mindwatch.config import (
+    DivergenceSettings,
+    EvalReboundSettings,
+    GradExplosionSettings,
+    GradVanishingSettings,
+    NonFiniteSettings,
+    PlateauSettings,
+    SpikeSettings,
+    ThroughputDropSettings,
+)
+
+__all__ = [
+    "DivergenceRule",
+    "EvalReboundRule",
+    "Finding",
+    "GradExplosionRule",
+    "GradVanishingRule",
+    "NonFiniteRule",
+    "PlateauRule",
+    "Rule",
+    "SpikeRule",
+    "ThroughputDropRule",
+]
+
+
+@dataclass
+class Finding:
+    """What a rule saw: the engine turns it into an :class:`~mindwatch.alerts.Alert`."""
+
+    rule: str
+    severity: str
+    metric: str
+    value: Optional[float]
+    message: str
+    baseline: Optional[float] = None
+
+
+class Rule:
+    """Base: a name, ``observe``, and state that survives a restart."""
+
+    name = "rule"
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+class NonFiniteRule(Rule):
+    """NaN or +-Inf in a watched value: critical, every time (the cooldown thins it)."""
+
+    name = "nonfinite"
+
+    def __init__(self, settings: NonFiniteSettings) -> None:
+        self.metrics = set(settings.metrics)
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        found = []
+        for tag, value in values.items():
+            if value - value == 0.0:  # finite: the common case, no function call
+                continue
+            if self.metrics:
+                if tag not in self.metrics:
+                    continue
+            elif not tag.startswith(("train/", "eval/")):
+                continue
+            what = "NaN" if math.isnan(value) else "infinite"
+            found.append(Finding(self.name, "critical", tag, value, f"{tag} is {what}"))
+        return found
+
+
+class SpikeRule(Rule):
+    """A value far above its recent level: above ``ratio`` x the window's mean *and*
+    ``zscore`` robust standard deviations above its median (both, so a noisy but
+    healthy loss does not alert, and neither does a tiny one that merely triples)."""
+
+    name = "spike"
+
+    def __init__(self, settings: SpikeSettings) -> None:
+        self.settings = settings
+        self.windows: dict[str, deque[float]] = {
+            tag: deque(maxlen=settings.window) for tag in settings.metrics
+        }
+        self.sums: dict[str, float] = dict.fromkeys(settings.metrics, 0.0)
+        self.seen: dict[str, int] = dict.fromkeys(settings.metrics, 0)
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        found = []
+        s = self.settings
+        for tag, window in self.windows.items():
+            value = values.get(tag)
+            if value is None or value - value != 0.0:
+                continue  # absent, or non-finite (the nonfinite rule's business)
+            count = len(window)
+            if self.seen[tag] >= s.warmup and count:
+                mean = self.sums[tag] / count
+                if value > s.ratio * mean and mean > 0:
+                    finding = self._check(tag, value, window)
+                    if finding is not None:
+                        found.append(finding)
+            if count == window.maxlen:
+                self.sums[tag] -= window[0]
+            window.append(value)
+            self.sums[tag] += value
+            self.seen[tag] += 1
+        return found
+
+    def _check(self, tag: str, value: float, window: deque[float]) -> Optional[Finding]:
+        ordered = sorted(window)
+        median = ordered[len(ordered) // 2]
+        mad = sorted(abs(v - median) for v in ordered)[len(ordered) // 2]
+        scale = 1.4826 * mad if mad > 0 else max(abs(median) * 1e-3, 1e-12)
+        z = (value - median) / scale
+        if z < self.settings.zscore:
+            return None
+        severity = "critical" if value > 10 * self.settings.ratio * median else "warning"
+        return Finding(
+            self.name,
+            severity,
+            tag,
+            value,
+            f"{tag} jumped to {_fmt(value)}, {value / median:.1f}x its recent median "
+            f"{_fmt(median)} (robust z {z:.0f})",
+            baseline=median,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"windows": {t: list(w) for t, w in self.windows.items()}, "seen": dict(self.seen)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for tag, values in state.get("windows", {}).items():
+            if tag in self.windows:
+                self.windows[tag].clear()
+                self.windows[tag].extend(float(v) for v in values)
+                self.sums[tag] = sum(self.windows[tag])
+        for tag, seen in state.get("seen", {}).items():
+            if tag in self.seen:
+                self.seen[tag] = int(seen)
+
+
+class GradExplosionRule(Rule):
+    """The global gradient norm above ``warning`` / ``critical``."""
+
+    name = "grad_explosion"
+
+    def __init__(self, settings: GradExplosionSettings) -> None:
+        self.settings = settings
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        s = self.settings
+        value = values.get(s.metric)
+        if value is None or not value > s.warning:
+            return []
+        severity = "critical" if value > s.critical else "warning"
+        limit = s.critical if severity == "critical" else s.warning
+        return [
+            Finding(
+                self.name,
+                severity,
+                s.metric,
+                value,
+                f"gradient norm {_fmt(value)} is above {_fmt(limit)}",
+                baseline=limit,
+            )
+        ]
+
+
+class GradVanishingRule(Rule):
+    """The global gradient norm below ``below`` for ``steps`` consecutive points."""
+
+    name = "grad_vanishing"
+
+    def __init__(self, settings: GradVanishingSettings) -> None:
+        self.settings = settings
+        self.run = 0
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        s = self.settings
+        value = values.get(s.metric)
+        if value is None or value - value != 0.0:
+            return []
+        if value >= s.below:
+            self.run = 0
+            return []
+        self.run += 1
+        if self.run != s.steps:
+            return []
+        return [
+            Finding(
+                self.name,
+                "warning",
+                s.metric,
+                value,
+                f"gradient norm {_fmt(value)} has been below {_fmt(s.below)} for {s.steps} steps",
+                baseline=s.below,
+            )
+        ]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"run": self.run}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.run = int(state.get("run", 0))
+
+
+class PlateauRule(Rule):
+    """No relative improvement of ``min_delta`` over the best value in ``steps`` steps."""
+
+    name = "plateau"
+
+    def __init__(self, settings: PlateauSettings) -> None:
+        self.settings = settings
+        self.best: Optional[float] = None
+        self.best_step = 0
+        self.reported = False
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        s = self.settings
+        value = values.get(s.metric)
+        if value is None or value - value != 0.0:
+            return []
+        best = self.best
+        if best is None or value < best - abs(best) * s.min_delta:
+            self.best, self.best_step, self.reported = value, step, False
+            return []
+        if self.reported or step - self.best_step < s.steps:
+            return []
+        self.reported = True
+        return [
+            Finding(
+                self.name,
+                s.severity,
+                s.metric,
+                value,
+                f"{s.metric} has not improved by {s.min_delta:.0%} on {_fmt(best)} "
+                f"(step {self.best_step}) in {step - self.best_step} steps",
+                baseline=best,
+            )
+        ]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "best_step": self.best_step, "reported": self.reported}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        best = state.get("best")
+        self.best = None if best is None else float(best)
+        self.best_step = int(state.get("best_step", 0))
+        self.reported = bool(state.get("reported", False))
+
+
+class DivergenceRule(Rule):
+    """The smoothed value (EMA) ``rise`` above its minimum for ``steps`` points in a row."""
+
+    name = "divergence"
+
+    def __init__(self, settings: DivergenceSettings) -> None:
+        self.settings = settings
+        self.alpha = 2.0 / (settings.window + 1)
+        self.ema: Optional[float] = None
+        self.minimum: Optional[float] = None
+        self.seen = 0
+        self.above = 0
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        s = self.settings
+        value = values.get(s.metric)
+        if value is None or value - value != 0.0:
+            return []
+        ema = value if self.ema is None else self.ema + self.alpha * (value - self.ema)
+        self.ema = ema
+        self.seen += 1
+        if self.seen < s.warmup:
+            return []
+        low = self.minimum = ema if self.minimum is None else min(self.minimum, ema)
+        if not ema > low + abs(low) * s.rise:
+            self.above = 0
+            return []
+        self.above += 1
+        if self.above != s.steps:
+            return []
+        return [
+            Finding(
+                self.name,
+                "warning",
+                s.metric,
+                ema,
+                f"smoothed {s.metric} {_fmt(ema)} has stayed {ema / low - 1:.0%} above its "
+                f"minimum {_fmt(low)} for {s.steps} points",
+                baseline=low,
+            )
+        ]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"ema": self.ema, "minimum": self.minimum, "seen": self.seen, "above": self.above}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.ema = state.get("ema")
+        self.minimum = state.get("minimum")
+        self.seen = int(state.get("seen", 0))
+        self.above = int(state.get("above", 0))
+
+
+class ThroughputDropRule(Rule):
+    """The median of the last ``recent`` points ``drop`` below the median of the
+    ``window`` points before them."""
+
+    name = "throughput_drop"
+
+    def __init__(self, settings: ThroughputDropSettings) -> None:
+        self.settings = settings
+        self.points: deque[float] = deque(maxlen=settings.window + settings.recent)
+        self.dropped = False
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        s = self.settings
+        value = values.get(s.metric)
+        if value is None or value - value != 0.0:
+            return []
+        points = self.points
+        points.append(value)
+        if len(points) < points.maxlen or step % max(s.recent // 3, 1):  # type: ignore[operator]
+            return []  # checked every few points: a sustained drop is not urgent
+        listed = list(points)
+        recent = sorted(listed[-s.recent :])[s.recent // 2]
+        base_points = sorted(listed[: -s.recent])
+        baseline = base_points[len(base_points) // 2]
+        dropped = baseline > 0 and recent < baseline * (1 - s.drop)
+        if not dropped:
+            self.dropped = False
+            return []
+        if self.dropped:
+            return []  # one alert per drop
+        self.dropped = True
+        return [
+            Finding(
+                self.name,
+                "warning",
+                s.metric,
+                recent,
+                f"{s.metric} fell to {_fmt(recent)} (median of the last {s.recent}), "
+                f"{1 - recent / baseline:.0%} below its baseline {_fmt(baseline)}",
+                baseline=baseline,
+            )
+        ]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"points": list(self.points), "dropped": self.dropped}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.points.clear()
+        self.points.extend(float(v) for v in state.get("points", []))
+        self.dropped = bool(state.get("dropped", False))
+
+
+class EvalReboundRule(Rule):
+    """Validation loss rising for ``evaluations`` evaluations in a row while the
+    training loss (its mean between evaluations) falls."""
+
+    name = "eval_rebound"
+
+    def __init__(self, settings: EvalReboundSettings) -> None:
+        self.settings = settings
+        self.last_eval: Optional[float] = None
+        self.rising = 0
+        self.train_sum = 0.0
+        self.train_count = 0
+        self.last_train_mean: Optional[float] = None
+
+    def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        s = self.settings
+        train = values.get(s.train_metric)
+        if train is not None and train - train == 0.0:
+            self.train_sum += train
+            self.train_count += 1
+        value = values.get(s.metric)
+        if value is None or value - value != 0.0:
+            return []
+        train_mean = self.train_sum / self.train_count if self.train_count else None
+        self.train_sum, self.train_count = 0.0, 0
+        previous_eval, previous_train = self.last_eval, self.last_train_mean
+        self.last_eval, self.last_train_mean = value, train_mean
+        train_falls = (
+            train_mean is not None and previous_train is not None and train_mean < previous_train
+        )
+        if previous_eval is not None and value > previous_eval and train_falls:
+            self.rising += 1
+        else:
+            self.rising = 0
+            return []
+        if self.rising != s.evaluations:
+            return []
+        return [
+            Finding(
+                self.name,
+                "warning",
+                s.metric,
+                value,
+                f"{s.metric} rose for {s.evaluations} evaluations in a row to {_fmt(value)} "
+                f"while {s.train_metric} kept falling",
+                baseline=previous_eval,
+            )
+        ]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "last_eval": self.last_eval,
+            "rising": self.rising,
+            "last_train_mean": self.last_train_mean,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.last_eval = state.get("last_eval")
+        self.rising = int(state.get("rising", 0))
+        self.last_train_mean = state.get("last_train_mean")

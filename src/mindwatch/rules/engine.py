@@ -1,0 +1,125 @@
+"""``RuleEngine``: the enabled rules, their cooldowns, and alerts with their context."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from mindwatch.alerts.model import CAUSES, Alert, severity_rank
+from mindwatch.config import AlertSettings
+from mindwatch.rules.builtin import (
+    DivergenceRule,
+    EvalReboundRule,
+    GradExplosionRule,
+    GradVanishingRule,
+    NonFiniteRule,
+    PlateauRule,
+    Rule,
+    SpikeRule,
+    ThroughputDropRule,
+)
+
+__all__ = ["RuleEngine", "build_rules"]
+
+
+def build_rules(settings: AlertSettings) -> list[Rule]:
+    """The enabled built-in rules, configured (``stall`` is time-based: the watcher's)."""
+    makers: list[tuple[Any, type[Rule]]] = [
+        (settings.nonfinite, NonFiniteRule),
+        (settings.spike, SpikeRule),
+        (settings.grad_explosion, GradExplosionRule),
+        (settings.grad_vanishing, GradVanishingRule),
+        (settings.plateau, PlateauRule),
+        (settings.divergence, DivergenceRule),
+        (settings.throughput_drop, ThroughputDropRule),
+        (settings.eval_rebound, EvalReboundRule),
+    ]
+    return [cls(options) for options, cls in makers if options.enabled]  # type: ignore[call-arg]
+
+
+class RuleEngine:
+    """Feed it steps; it returns alerts, each (rule, metric, rank) at most once per
+    ``cooldown_steps`` unless its severity rises.
+
+    Args:
+        settings: the ``alerts`` section of the config.
+        run: the run's name, written into every alert.
+        rank: this process's rank (an alert on a reduced metric names the outlier rank
+            instead, from the ``ranks/<name>_argmax`` value of the same step).
+    """
+
+    def __init__(
+        self, settings: AlertSettings, *, run: Optional[str] = None, rank: Optional[int] = None
+    ) -> None:
+        self.settings = settings
+        self.rules = build_rules(settings)
+        self.run = run
+        self.rank = rank
+        self.cooldown = settings.cooldown_steps
+        self._last: dict[tuple[str, str, Optional[int]], tuple[int, int]] = {}
+
+    def observe(
+        self,
+        step: int,
+        values: Mapping[str, float],
+        *,
+        epoch: Optional[int] = None,
+        batch: Optional[int] = None,
+    ) -> list[Alert]:
+        alerts = []
+        for rule in self.rules:
+            for finding in rule.observe(step, values):
+                rank = self._rank(finding.metric, values)
+                alert = Alert(
+                    rule=finding.rule,
+                    severity=finding.severity,  # type: ignore[arg-type]
+                    metric=finding.metric,
+                    value=finding.value,
+                    step=step,
+                    message=finding.message,
+                    baseline=finding.baseline,
+                    rank=rank,
+                    epoch=epoch,
+                    batch=batch,
+                    run=self.run,
+                    causes=list(CAUSES.get(finding.rule, ())),
+                )
+                if self._due(alert):
+                    alerts.append(alert)
+        return alerts
+
+    def _rank(self, metric: str, values: Mapping[str, float]) -> Optional[int]:
+        name = metric.split("/", 1)[1] if "/" in metric else metric
+        outlier = values.get(f"ranks/{name}_argmax")
+        if outlier is not None and math.isfinite(outlier):
+            return int(outlier)
+        return self.rank
+
+    def _due(self, alert: Alert) -> bool:
+        key = alert.key
+        level = severity_rank(alert.severity)
+        last = self._last.get(key)
+        if last is not None:
+            last_step, last_level = last
+            quiet = 0 <= alert.step - last_step < self.cooldown
+            if quiet and level <= last_level:
+                return False
+        self._last[key] = (alert.step, level)
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rules": {rule.name: rule.state_dict() for rule in self.rules},
+            "last": [[[k[0], k[1], k[2]], list(v)] for k, v in self._last.items()],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        by_name = {rule.name: rule for rule in self.rules}
+        for name, rule_state in state.get("rules", {}).items():
+            if name in by_name:
+                by_name[name].load_state_dict(rule_state)
+        self._last = {
+            (str(k[0]), str(k[1]), None if k[2] is None else int(k[2])): (int(v[0]), int(v[1]))
+            for k, v in state.get("last", [])
+        }
