@@ -103,7 +103,10 @@ class SpikeSettings(_RuleSettings):
     warmup: int = Field(default=30, ge=1, description="Points seen before the rule may fire.")
     ratio: float = Field(default=3.0, gt=1, description="Value / recent mean must exceed this.")
     zscore: float = Field(
-        default=10.0, gt=0, description="(value - median) / (1.4826 MAD) must exceed this."
+        default=6.0,
+        gt=0,
+        description="Robust z-score that must be exceeded: (x - median) / (1.4826 MAD) of "
+        "the window, with x = log(value) for positive values.",
     )
 
 

@@ -99,8 +99,9 @@ class NonFiniteRule(Rule):
 
 class SpikeRule(Rule):
     """A value far above its recent level: above ``ratio`` x the window's mean *and*
-    ``zscore`` robust standard deviations above its median (both, so a noisy but
-    healthy loss does not alert, and neither does a tiny one that merely triples)."""
+    ``zscore`` robust standard deviations above its median, measured on the logarithm
+    for positive values (noise on a loss is multiplicative). Both, so a noisy but
+    healthy loss does not alert, and a smooth one alerts at the seeds' x3."""
 
     name = "spike"
 
@@ -136,9 +137,17 @@ class SpikeRule(Rule):
     def _check(self, tag: str, value: float, window: deque[float]) -> Optional[Finding]:
         ordered = sorted(window)
         median = ordered[len(ordered) // 2]
-        mad = sorted(abs(v - median) for v in ordered)[len(ordered) // 2]
-        scale = 1.4826 * mad if mad > 0 else max(abs(median) * 1e-3, 1e-12)
-        z = (value - median) / scale
+        if ordered[0] > 0:
+            # Losses are positive and their noise multiplicative: measure in logs, so the
+            # same threshold suits a smooth loss and a noisy small-batch one.
+            logs = [math.log(v) for v in ordered]
+            center = logs[len(logs) // 2]
+            mad = sorted(abs(x - center) for x in logs)[len(logs) // 2]
+            z = (math.log(value) - center) / max(1.4826 * mad, 1e-3)
+        else:
+            mad = sorted(abs(v - median) for v in ordered)[len(ordered) // 2]
+            scale = 1.4826 * mad if mad > 0 else max(abs(median) * 1e-3, 1e-12)
+            z = (value - median) / scale
         if z < self.settings.zscore:
             return None
         severity = "critical" if value > 10 * self.settings.ratio * median else "warning"

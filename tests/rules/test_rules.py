@@ -1,0 +1,179 @@
+"""Each built-in rule on synthetic series: fires where it should, stays quiet on noise."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mindwatch
+from mindwatch.alerts import Alert
+from mindwatch.config import AlertSettings
+from mindwatch.rules import RuleEngine
+
+
+def run(series: Iterable[tuple[int, dict[str, float]]], settings: Any = None) -> list[Alert]:
+    engine = RuleEngine(AlertSettings(**(settings or {})), run="test", rank=0)
+    alerts: list[Alert] = []
+    for step, values in series:
+        alerts += engine.observe(step, values)
+    return alerts
+
+
+def noisy_loss(steps: int, seed: int = 0) -> np.ndarray:
+    """A healthy loss: decaying, with heavy multiplicative noise (like a small batch)."""
+    rng = np.random.default_rng(seed)
+    return (0.1 + 2.0 / (1 + np.arange(steps) / 50)) * rng.lognormal(0.0, 0.5, steps)
+
+
+def warnings(alerts: list[Alert]) -> list[Alert]:
+    return [a for a in alerts if a.severity != "info"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_healthy_noisy_runs_raise_no_warning(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    loss = noisy_loss(3000, seed)
+    series = (
+        (
+            step,
+            {
+                "train/loss": float(loss[step - 1]),
+                "train/grad_norm": float(rng.lognormal(0.0, 0.4)),
+                "perf/samples_per_s": float(1000 * rng.lognormal(0.0, 0.15)),
+                "train/lr": 1e-3,
+            },
+        )
+        for step in range(1, 3001)
+    )
+    assert warnings(run(series)) == []
+
+
+def test_nonfinite_is_critical_at_its_step_then_cooled_down() -> None:
+    series = [(s, {"train/loss": math.nan if s in (50, 51, 200) else 1.0}) for s in range(1, 301)]
+    alerts = run(series)
+    assert [(a.rule, a.severity, a.step) for a in alerts] == [
+        ("nonfinite", "critical", 50),
+        ("nonfinite", "critical", 200),  # 51 was inside the 100-step cooldown
+    ]
+    assert "NaN" in alerts[0].message
+    assert alerts[0].causes[0].startswith("a NaN or Inf in the input batch")
+
+
+def test_a_spike_names_the_step_and_the_outlier_rank() -> None:
+    loss = noisy_loss(400)
+    series = []
+    for step in range(1, 401):
+        value = float(loss[step - 1]) * (20.0 if step == 300 else 1.0)
+        series.append(
+            (step, {"train/loss": value, "ranks/loss_argmax": 3.0 if step == 300 else 0.0})
+        )
+    (alert,) = run(series)
+    assert (alert.rule, alert.step, alert.rank, alert.metric) == ("spike", 300, 3, "train/loss")
+    assert alert.baseline is not None
+    assert alert.value is not None
+    assert alert.value > 5 * alert.baseline
+
+
+def test_gradient_norm_thresholds_escalate_within_the_cooldown() -> None:
+    norms = {10: 12.0, 11: 13.0, 12: 25.0}
+    alerts = run((s, {"train/grad_norm": norms.get(s, 1.0)}) for s in range(1, 50))
+    assert [(a.rule, a.severity, a.step) for a in alerts] == [
+        ("grad_explosion", "warning", 10),
+        ("grad_explosion", "critical", 12),
+    ]
+
+
+def test_vanishing_gradients_after_five_steps_below_the_threshold() -> None:
+    alerts = run((s, {"train/grad_norm": 1e-4 if s >= 100 else 0.5}) for s in range(1, 200))
+    assert [(a.rule, a.step) for a in alerts] == [("grad_vanishing", 104)]
+
+
+def test_plateau_is_info_by_default() -> None:
+    alerts = run((s, {"train/loss": 1.0 / s if s < 100 else 0.01}) for s in range(1, 2200))
+    assert [(a.rule, a.severity, a.step) for a in alerts] == [("plateau", "info", 2099)]
+
+
+def test_divergence_of_the_smoothed_loss() -> None:
+    loss = [
+        2.0 / (1 + s / 50) if s < 600 else 0.15 * math.exp((s - 600) / 150) for s in range(1, 1201)
+    ]
+    alerts = run((s, {"train/loss": v}) for s, v in enumerate(loss, start=1))
+    rules = [a.rule for a in warnings(alerts)]
+    assert "divergence" in rules
+    (div,) = [a for a in alerts if a.rule == "divergence"]
+    assert 600 < div.step < 1000
+
+
+def test_throughput_drop_is_reported_once_per_drop() -> None:
+    rng = np.random.default_rng(0)
+    speed = [
+        1000 * (0.5 if 600 <= s < 900 else 1.0) * rng.lognormal(0, 0.05) for s in range(1, 1500)
+    ]
+    alerts = run((s, {"perf/samples_per_s": v}) for s, v in enumerate(speed, start=1))
+    drops = [a for a in alerts if a.rule == "throughput_drop"]
+    assert len(drops) == 1
+    assert 600 < drops[0].step <= 640
+    assert drops[0].baseline == pytest.approx(1000, rel=0.05)
+
+
+def test_eval_rebound_while_train_loss_falls() -> None:
+    evals = {100: 1.0, 200: 0.8, 300: 0.85, 400: 0.9, 500: 0.95}
+    series = []
+    for step in range(1, 501):
+        values = {"train/loss": 2.0 / (1 + step / 50)}
+        if step in evals:
+            values["eval/loss"] = evals[step]
+        series.append((step, values))
+    alerts = run(series)
+    assert [(a.rule, a.step) for a in alerts] == [("eval_rebound", 500)]
+
+
+def test_state_survives_a_restart() -> None:
+    """Split a run in two processes: the same alerts as one uninterrupted engine."""
+    loss = noisy_loss(600)
+    series = [
+        (s, {"train/loss": float(loss[s - 1]) * (30 if s == 450 else 1)}) for s in range(1, 601)
+    ]
+    whole = run(series)
+    first = RuleEngine(AlertSettings(), run="test", rank=0)
+    for step, values in series[:400]:
+        first.observe(step, values)
+    state = json.loads(json.dumps(first.state_dict()))  # it must survive JSON (watch --once)
+    second = RuleEngine(AlertSettings(), run="test", rank=0)
+    second.load_state_dict(state)
+    resumed = [a for step, values in series[400:] for a in second.observe(step, values)]
+    assert [(a.rule, a.step) for a in resumed] == [(a.rule, a.step) for a in whole]
+
+
+def test_disabled_rules_and_thresholds_from_the_config() -> None:
+    series = [(s, {"train/grad_norm": 15.0}) for s in range(1, 5)]
+    assert run(series, {"grad_explosion": {"enabled": False}}) == []
+    assert run(series, {"grad_explosion": {"warning": 50, "critical": 100}}) == []
+
+
+def test_the_monitor_writes_alerts_jsonl(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
+        mon.steps_per_epoch = 25
+        for step in range(1, 61):
+            mon.log_step(step, loss=math.nan if step == 42 else 1.0, epoch=1 + (step - 1) // 25)
+    (line,) = (tmp_path / "alerts.jsonl").read_text().splitlines()
+    alert = json.loads(line)
+    assert {k: alert[k] for k in ("rule", "severity", "metric", "value", "step", "rank")} == {
+        "rule": "nonfinite",
+        "severity": "critical",
+        "metric": "train/loss",
+        "value": "NaN",
+        "step": 42,
+        "rank": 0,
+    }
+    assert (alert["epoch"], alert["batch"]) == (2, 16)
+    assert alert["run"] == tmp_path.name
+    assert alert["message"] == "train/loss is NaN"
+    assert alert["causes"]
+    assert json.loads((tmp_path / "run.json").read_text())["alerts"] == 1
