@@ -127,11 +127,12 @@ class GradVanishingSettings(_RuleSettings):
 
 
 class PlateauSettings(_RuleSettings):
-    """``plateau``: the loss has not improved by ``min_delta`` (relative) in ``steps`` steps."""
+    """``plateau``: the smoothed loss has not improved by ``min_delta`` in ``steps`` steps."""
 
     metric: str = Field(default="train/loss", description="Tag.")
     steps: int = Field(default=2000, ge=1, description="Steps without improvement.")
     min_delta: float = Field(default=0.01, ge=0, description="Relative improvement required.")
+    smoothing: int = Field(default=50, ge=1, description="EMA span of the loss, in points.")
     severity: Literal["info", "warning"] = Field(default="info", description="Alert severity.")
 
 
@@ -166,6 +167,12 @@ class EvalReboundSettings(_RuleSettings):
     metric: str = Field(default="eval/loss", description="Validation tag.")
     train_metric: str = Field(default="train/loss", description="Training tag.")
     evaluations: int = Field(default=3, ge=1, description="Consecutive rising evaluations.")
+    train_tolerance: float = Field(
+        default=0.1,
+        ge=0,
+        description="The train loss (mean between evaluations) counts as not rising "
+        "unless it rose by more than this (noise near convergence).",
+    )
 
 
 class AlertSettings(BaseModel):

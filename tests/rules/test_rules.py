@@ -95,8 +95,10 @@ def test_vanishing_gradients_after_five_steps_below_the_threshold() -> None:
 
 
 def test_plateau_is_info_by_default() -> None:
-    alerts = run((s, {"train/loss": 1.0 / s if s < 100 else 0.01}) for s in range(1, 2200))
-    assert [(a.rule, a.severity, a.step) for a in alerts] == [("plateau", "info", 2099)]
+    alerts = run((s, {"train/loss": 1.0 / s if s < 100 else 0.01}) for s in range(1, 2600))
+    ((rule, severity, step),) = [(a.rule, a.severity, a.step) for a in alerts]
+    assert (rule, severity) == ("plateau", "info")
+    assert 2099 <= step <= 2250  # 2000 steps after the smoothed loss stopped improving
 
 
 def test_divergence_of_the_smoothed_loss() -> None:

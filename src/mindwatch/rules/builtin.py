@@ -241,21 +241,27 @@ class GradVanishingRule(Rule):
 
 
 class PlateauRule(Rule):
-    """No relative improvement of ``min_delta`` over the best value in ``steps`` steps."""
+    """No relative improvement of ``min_delta`` over the best smoothed value (EMA over
+    ``smoothing`` points) in ``steps`` steps."""
 
     name = "plateau"
 
     def __init__(self, settings: PlateauSettings) -> None:
         self.settings = settings
+        self.alpha = 2.0 / (settings.smoothing + 1)
+        self.ema: Optional[float] = None
         self.best: Optional[float] = None
         self.best_step = 0
         self.reported = False
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
-        value = values.get(s.metric)
-        if value is None or value - value != 0.0:
+        raw = values.get(s.metric)
+        if raw is None or raw - raw != 0.0:
             return []
+        # Smoothed, so one lucky batch of a noisy loss is not an improvement.
+        value = raw if self.ema is None else self.ema + self.alpha * (raw - self.ema)
+        self.ema = value
         best = self.best
         if best is None or value < best - abs(best) * s.min_delta:
             self.best, self.best_step, self.reported = value, step, False
@@ -269,16 +275,22 @@ class PlateauRule(Rule):
                 s.severity,
                 s.metric,
                 value,
-                f"{s.metric} has not improved by {s.min_delta:.0%} on {_fmt(best)} "
+                f"smoothed {s.metric} has not improved by {s.min_delta:.0%} on {_fmt(best)} "
                 f"(step {self.best_step}) in {step - self.best_step} steps",
                 baseline=best,
             )
         ]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "best_step": self.best_step, "reported": self.reported}
+        return {
+            "ema": self.ema,
+            "best": self.best,
+            "best_step": self.best_step,
+            "reported": self.reported,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.ema = state.get("ema")
         best = state.get("best")
         self.best = None if best is None else float(best)
         self.best_step = int(state.get("best_step", 0))
@@ -391,7 +403,8 @@ class ThroughputDropRule(Rule):
 
 class EvalReboundRule(Rule):
     """Validation loss rising for ``evaluations`` evaluations in a row while the
-    training loss (its mean between evaluations) falls."""
+    training loss (its mean between evaluations) does not rise (by more than
+    ``train_tolerance``)."""
 
     name = "eval_rebound"
 
@@ -416,8 +429,11 @@ class EvalReboundRule(Rule):
         self.train_sum, self.train_count = 0.0, 0
         previous_eval, previous_train = self.last_eval, self.last_train_mean
         self.last_eval, self.last_train_mean = value, train_mean
+        # "Falls" allows noise near convergence: not up by more than `train_tolerance`.
         train_falls = (
-            train_mean is not None and previous_train is not None and train_mean < previous_train
+            train_mean is not None
+            and previous_train is not None
+            and train_mean <= previous_train * (1 + s.train_tolerance)
         )
         if previous_eval is not None and value > previous_eval and train_falls:
             self.rising += 1
@@ -433,7 +449,7 @@ class EvalReboundRule(Rule):
                 s.metric,
                 value,
                 f"{s.metric} rose for {s.evaluations} evaluations in a row to {_fmt(value)} "
-                f"while {s.train_metric} kept falling",
+                f"while {s.train_metric} did not rise",
                 baseline=previous_eval,
             )
         ]

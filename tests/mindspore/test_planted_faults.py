@@ -1,0 +1,184 @@
+"""Planted faults in real MindSpore training: each found by the right rule, at its step.
+
+A small regression network trains with ``Model.train`` and ``TrainingMonitor``; the data
+source plants one fault at a known step. The alerts come from ``<run>/alerts.jsonl``.
+Each batch takes 5 ms to load, as real input pipelines take time: a bare 1 ms CPU step
+on this shared machine flips between two speeds (a CPU-frequency or scheduling effect
+of +-100 %), which no real training step of tens of milliseconds shows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import nn
+from mindspore.train import Model
+
+from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
+
+BATCH = 16
+W_TRUE = np.linspace(-1, 1, 8).astype(np.float32)[:, None]
+
+Plant = Callable[[int, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+class Source:
+    """Random-access regression data; ``plant(step, x, y)`` may spoil a sample."""
+
+    def __init__(
+        self,
+        steps: int,
+        plant: Optional[Plant] = None,
+        seed: int = 0,
+        delay: Optional[Callable[[int], float]] = None,
+    ) -> None:
+        self.steps, self.plant, self.seed, self.delay = steps, plant, seed, delay
+
+    def __len__(self) -> int:
+        return self.steps * BATCH
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(self.seed * 1_000_003 + index)
+        x = rng.normal(size=8).astype(np.float32)
+        y = (x @ W_TRUE + rng.normal(scale=0.1, size=1)).astype(np.float32)
+        step = index // BATCH + 1
+        if self.delay is not None and index % BATCH == 0:
+            time.sleep(self.delay(step))
+        if self.plant is not None:
+            x, y = self.plant(step, x, y)
+        return x, y
+
+
+def train(
+    tmp_path: Path,
+    steps: int,
+    *,
+    plant: Optional[Plant] = None,
+    lr: Any = 0.02,
+    config: Optional[dict[str, Any]] = None,
+    seed: int = 0,
+    bias: bool = True,
+    delay: Optional[Callable[[int], float]] = lambda step: 0.005,
+) -> list[dict[str, Any]]:
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_seed(seed)
+    net = nn.SequentialCell(
+        [nn.Dense(8, 16, has_bias=bias), nn.ReLU(), nn.Dense(16, 1, has_bias=bias)]
+    )
+    opt = nn.SGD(net.trainable_params(), learning_rate=lr)
+    cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, nn.MSELoss()), opt)
+    data = ms.dataset.GeneratorDataset(
+        Source(steps, plant, seed, delay), ["x", "y"], shuffle=False
+    ).batch(BATCH)
+    monitor = TrainingMonitor(logdir=tmp_path, config={"print_every": 0, **(config or {})})
+    Model(cell).train(1, data, callbacks=[monitor], dataset_sink_mode=False)
+    path = tmp_path / "alerts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def rules_at(alerts: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    return [(a["rule"], a["severity"], a["step"]) for a in alerts]
+
+
+def test_nan_in_an_input_batch(tmp_path: Path) -> None:
+    def plant(step: int, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if step == 60:
+            x = x.copy()
+            x[3] = np.nan
+        return x, y
+
+    alerts = train(tmp_path, 120, plant=plant)
+    first = alerts[0]
+    assert (first["rule"], first["severity"], first["step"]) == ("nonfinite", "critical", 60)
+    assert first["metric"] in ("train/loss", "train/grad_norm")
+    assert first["batch"] == 59  # index within the epoch: the batch to look at
+    assert first["epoch"] == 1
+    assert first["causes"][0].startswith("a NaN or Inf in the input batch")
+
+
+def test_a_burst_of_corrupted_labels(tmp_path: Path) -> None:
+    def plant(step: int, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return x, (y * 50 if step in (150, 151, 152) else y)
+
+    alerts = train(tmp_path, 200, plant=plant)
+    assert ("spike", "critical", 150) in rules_at(alerts) or ("spike", "warning", 150) in rules_at(
+        alerts
+    )
+    assert all(a["step"] >= 150 for a in alerts if a["severity"] != "info")
+
+
+def test_a_learning_rate_blow_up(tmp_path: Path) -> None:
+    lrs = [0.02] * 100 + [20.0] * 60  # the schedule is wrong from step 101 on
+    alerts = train(tmp_path, 160, lr=lrs)
+    bad = [a for a in alerts if a["severity"] != "info"]
+    assert bad
+    assert {a["rule"] for a in bad} & {"grad_explosion", "spike", "nonfinite"}
+    assert 101 <= min(a["step"] for a in bad) <= 104
+
+
+def test_vanishing_gradients_when_inputs_are_masked(tmp_path: Path) -> None:
+    def plant(step: int, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (np.zeros_like(x) if step >= 80 else x), y
+
+    alerts = train(tmp_path, 120, plant=plant, bias=False)
+    assert ("grad_vanishing", "warning", 84) in rules_at(alerts)  # 5 steps below 1e-3
+
+
+def test_a_data_source_that_slows_down(tmp_path: Path) -> None:
+    config = {"alerts": {"throughput_drop": {"window": 100, "recent": 20}}}
+    alerts = train(tmp_path, 190, delay=lambda step: 0.02 if step > 150 else 0.005, config=config)
+    (drop,) = [a for a in alerts if a["rule"] == "throughput_drop"]
+    assert drop["severity"] == "warning"
+    assert 150 < drop["step"] <= 175
+    assert drop["value"] < 0.7 * drop["baseline"]
+
+
+def test_a_plateau(tmp_path: Path) -> None:
+    config = {"alerts": {"plateau": {"steps": 60, "min_delta": 0.05}}}
+    alerts = train(tmp_path, 300, lr=[0.02] * 40 + [0.0] * 260, config=config)
+    plateaus = [a for a in alerts if a["rule"] == "plateau"]
+    assert len(plateaus) == 1
+    assert plateaus[0]["severity"] == "info"
+    # The lr is 0 from step 41: the smoothed loss settles within ~100 points, then 60 more
+    assert 100 < plateaus[0]["step"] <= 300
+
+
+def test_a_validation_rebound(tmp_path: Path) -> None:
+    """The validation data drifts further from the training data at each evaluation."""
+    calls = {"n": 0}
+
+    class Drifting(Source):
+        def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+            x, y = super().__getitem__(index)
+            if index == 0:
+                calls["n"] += 1
+            return x, y + 0.3 * max(calls["n"] - 2, 0)
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_seed(0)
+    net = nn.SequentialCell([nn.Dense(8, 16), nn.ReLU(), nn.Dense(16, 1)])
+    cell = TrainOneStepWithGradNormCell(
+        nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.02)
+    )
+    source = Source(300, delay=lambda step: 0.005)
+    data = ms.dataset.GeneratorDataset(source, ["x", "y"], shuffle=False).batch(BATCH)
+    evals = ms.dataset.GeneratorDataset(Drifting(4, seed=9), ["x", "y"], shuffle=False).batch(BATCH)
+    monitor = TrainingMonitor(
+        logdir=tmp_path, config={"print_every": 0}, eval_dataset=evals, eval_every=50
+    )
+    Model(cell).train(1, data, callbacks=[monitor], dataset_sink_mode=False)
+    alerts = [json.loads(line) for line in (tmp_path / "alerts.jsonl").read_text().splitlines()]
+    rebound = [a for a in alerts if a["rule"] == "eval_rebound"]
+    assert [(a["step"], a["metric"]) for a in rebound] == [(250, "eval/loss")]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_healthy_runs_raise_nothing_above_info(tmp_path: Path, seed: int) -> None:
+    alerts = train(tmp_path, 400, seed=seed)
+    assert [a for a in alerts if a["severity"] != "info"] == []
