@@ -226,6 +226,84 @@ def report_command(*, logdir: Path, out: Path, formats: tuple[str, ...]) -> None
         click.echo(f"{fmt:>4}: {path}")
 
 
+@main.command("watch")
+@click.argument("logdir", type=click.Path(path_type=Path))
+@click.option("--once", is_flag=True, help="Check once and exit (for cron); the default follows.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds between checks when following.",
+)
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="State file (offsets, rule state) [default: LOGDIR/.mindwatch-watch.json].",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A mindwatch config YAML whose 'alerts' section sets the rules.",
+)
+@click.option("--stall-secs", type=click.FloatRange(min=1), help="Seconds without a new step.")
+@click.option("--json", "as_json", is_flag=True, help="Print each alert as a JSON line.")
+@click.pass_context
+def watch_command(
+    ctx: click.Context,
+    /,
+    *,
+    logdir: Path,
+    once: bool,
+    interval: float,
+    state_path: Optional[Path],
+    config_path: Optional[Path],
+    stall_secs: Optional[float],
+    as_json: bool,
+) -> None:
+    """Apply the anomaly rules to every run below LOGDIR from a separate process.
+
+    Runs that appear later, new files and rotated ones are picked up; --once keeps its
+    state in a small file so repeated calls never report the same event twice.
+    Exit status: 0 no new alerts, 1 new alerts, 2 error.
+    """
+    from mindwatch.config import ConfigError, MonitorConfig
+    from mindwatch.tools.watch import STATE_FILE, Watcher
+
+    root = _logdir(logdir)
+    try:
+        settings = MonitorConfig.from_any(config_path).alerts if config_path else None
+    except (ConfigError, OSError) as exc:
+        raise InputError(str(exc)) from exc
+    if stall_secs is not None:
+        base = settings or MonitorConfig().alerts
+        stall = base.stall.model_copy(update={"seconds": stall_secs})
+        settings = base.model_copy(update={"stall": stall})
+    try:
+        watcher = Watcher(root, settings, state_path=state_path or root / STATE_FILE)
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    total = 0
+    try:
+        while True:
+            alerts = watcher.poll()
+            for alert in alerts:
+                click.echo(alert.to_json() if as_json else f"{alert.run}: {alert.line()}")
+            total += len(alerts)
+            try:
+                watcher.save()
+            except OSError as exc:
+                raise InputError(f"cannot save the watch state: {exc}") from exc
+            if once:
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    ctx.exit(1 if total else 0)
+
+
 @main.command("compare")
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option(

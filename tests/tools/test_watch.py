@@ -1,0 +1,102 @@
+"""``mindwatch watch``: the rules from outside, each alert exactly once, stalls found."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import mindwatch
+from mindwatch.cli import main
+
+WRITER = textwrap.dedent(
+    """
+    import math, sys, time
+    import numpy as np
+    import mindwatch
+    rng = np.random.default_rng(0)
+    config = {"print_every": 0, "flush_secs": 0.1, "alerts": {"enabled": False}}
+    with mindwatch.Monitor(sys.argv[1], config) as mon:
+        for step in range(1, 401):
+            loss = (0.1 + 2.0 / (1 + step / 50)) * rng.lognormal(0, 0.2)
+            if step == 150:
+                loss = math.nan
+            if step == 300:
+                loss *= 40
+            mon.log_step(step, loss=loss, grad_norm=25.0 if step == 200 else 1.0)
+            time.sleep(0.004)
+    """
+)
+
+
+def watch(*args: str) -> tuple[int, list[dict[str, object]]]:
+    result = CliRunner().invoke(main, ["watch", *args, "--once", "--json"])
+    lines = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    return result.exit_code, lines
+
+
+def test_once_while_training_reports_each_alert_exactly_once(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "exp"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(run)])
+    seen: list[dict[str, object]] = []
+    codes = []
+    while writer.poll() is None:
+        time.sleep(0.3)
+        if run.exists():
+            code, alerts = watch(str(tmp_path / "runs"))
+            codes.append(code)
+            seen += alerts
+    assert writer.returncode == 0
+    code, alerts = watch(str(tmp_path / "runs"))
+    seen += alerts
+    found = sorted((a["rule"], a["step"]) for a in seen)
+    assert found == [("grad_explosion", 200), ("nonfinite", 150), ("spike", 300)]
+    assert all(a["run"] == "exp" for a in seen)
+    assert 1 in codes or code == 1  # new alerts -> 1
+    assert watch(str(tmp_path / "runs")) == (0, [])  # nothing new -> 0
+    assert len(codes) >= 3  # it really ran while the file was being written
+
+
+def test_a_stalled_run_is_reported_once_until_it_moves_again(tmp_path: Path) -> None:
+    run = tmp_path / "exp"
+    mon = mindwatch.Monitor(run, {"print_every": 0})
+    mon.log_step(1, loss=1.0)
+    mon.flush()  # the process is alive but stops stepping: run.json says "running"
+    time.sleep(1.2)
+    code, alerts = watch(str(tmp_path), "--stall-secs", "1")
+    assert code == 1
+    assert [(a["rule"], a["step"], a["severity"]) for a in alerts] == [("stall", 1, "warning")]
+    assert "no new step for" in str(alerts[0]["message"])
+    assert watch(str(tmp_path), "--stall-secs", "1") == (0, [])  # reported once
+    mon.log_step(2, loss=1.0)
+    mon.flush()
+    time.sleep(1.2)
+    code, alerts = watch(str(tmp_path), "--stall-secs", "1")
+    assert [(a["rule"], a["step"]) for a in alerts] == [("stall", 2)]  # moved, stalled again
+    mon.close()  # a finished run is not stalled
+    time.sleep(1.2)
+    assert watch(str(tmp_path), "--stall-secs", "1") == (0, [])
+
+
+def test_runs_appearing_later_and_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    assert watch(str(tmp_path / "runs")) == (0, [])
+    with mindwatch.Monitor(
+        tmp_path / "runs" / "late", {"print_every": 0, "alerts": {"enabled": False}}
+    ) as mon:
+        mon.log_step(1, loss=math.inf)
+    code, alerts = watch(str(tmp_path / "runs"))
+    assert (code, [(a["rule"], a["run"]) for a in alerts]) == (1, [("nonfinite", "late")])
+    missing = CliRunner().invoke(main, ["watch", str(tmp_path / "nope"), "--once"])
+    assert missing.exit_code == 2
+    state = tmp_path / "runs" / ".mindwatch-watch.json"
+    state.write_text("{not json")
+    broken = CliRunner().invoke(main, ["watch", str(tmp_path / "runs"), "--once"])
+    assert broken.exit_code == 2
+    assert "cannot read the watch state" in broken.output
