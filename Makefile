@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/aggregate.py
 	$(BIN)/python benchmarks/read.py
 	$(BIN)/python benchmarks/report.py
+	$(BIN)/python benchmarks/rules.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

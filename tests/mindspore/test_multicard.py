@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 SCRIPT = Path(__file__).with_name("scripts") / "dp_train.py"
 BIN = Path(sys.executable).parent
 STEPS = 40
-CORRUPT = (21, 22, 23)
+CORRUPT = (35, 36)  # after the spike rule's 30-point warmup
 
 
 def _free_port() -> int:
@@ -105,6 +105,12 @@ def test_model_train_writes_one_reduced_run_and_names_the_bad_rank(tmp_path: Pat
     curves = check_global_view(tmp_path, STEPS)
     argmax = dict(curves["ranks/loss_argmax"])
     assert all(argmax[s] == 1.0 for s in CORRUPT)
+    # The alert on the global loss names the rank whose batch caused it.
+    alerts = [
+        json.loads(line) for line in (tmp_path / "run" / "alerts.jsonl").read_text().splitlines()
+    ]
+    spikes = [(a["step"], a["rank"]) for a in alerts if a["rule"] == "spike"]
+    assert spikes[0] == (CORRUPT[0], 1)
     loss = dict(curves["train/loss"])
     assert min(loss[s] for s in CORRUPT) > 5 * max(loss[s] for s in range(11, 21))
     # Exactly one global run (rank 0's) plus the two per-rank folders.

@@ -90,7 +90,7 @@ class Watcher:
         engine = RuleEngine(
             self.settings,
             run=folder.name if name == "." else name,
-            rank=int(match.group(1)) if match else None,
+            rank=int(match.group(1)) if match else 0,  # a run's own folder is rank 0's
         )
         reader = RunReader(folder)
         run = _Run(name, folder, reader, engine)
