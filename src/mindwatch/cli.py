@@ -285,12 +285,22 @@ def watch_command(
         watcher = Watcher(root, settings, state_path=state_path or root / STATE_FILE)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
+    from mindwatch.alerts.notify import Dispatcher, build_notifier
+
+    rules = settings or MonitorConfig().alerts
+    dispatcher = None
+    if rules.notify:
+        timeout = rules.delivery.timeout
+        notifiers = [build_notifier(n, timeout) for n in rules.notify]
+        dispatcher = Dispatcher(notifiers, rules.delivery)
     total = 0
     try:
         while True:
             alerts = watcher.poll()
             for alert in alerts:
                 click.echo(alert.to_json() if as_json else f"{alert.run}: {alert.line()}")
+                if dispatcher is not None:
+                    dispatcher.submit(alert)
             total += len(alerts)
             try:
                 watcher.save()
@@ -301,6 +311,8 @@ def watch_command(
             time.sleep(interval)
     except KeyboardInterrupt:
         pass
+    if dispatcher is not None:
+        dispatcher.close(timeout=30.0)
     ctx.exit(1 if total else 0)
 
 

@@ -32,6 +32,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -175,6 +176,69 @@ class EvalReboundSettings(_RuleSettings):
     )
 
 
+NotifierKind = Literal["webhook", "dingtalk", "feishu", "wecom", "slack", "email"]
+
+
+class NotifierSettings(BaseModel):
+    """Where alerts are sent. Secrets (``url``, ``secret``, ``password``) are best given
+    as environment variable names (``url_env``, ...); given directly, they are kept out
+    of run.json, the TEXT tab, logs and errors all the same."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: NotifierKind = Field(
+        description="webhook (JSON POST of the alert), dingtalk, feishu (also Lark), "
+        "wecom, slack (incoming webhook) or email (SMTP)."
+    )
+    min_severity: Literal["info", "warning", "critical"] = Field(
+        default="warning", description="Send alerts of this severity and above."
+    )
+    url: Optional[SecretStr] = Field(default=None, description="Webhook URL (a secret).")
+    url_env: Optional[str] = Field(default=None, description="Variable holding the URL.")
+    secret: Optional[SecretStr] = Field(
+        default=None, description="DingTalk / Feishu signing secret."
+    )
+    secret_env: Optional[str] = Field(default=None, description="Variable holding it.")
+    host: Optional[str] = Field(default=None, description="email: SMTP server.")
+    port: Optional[int] = Field(default=None, ge=1, le=65535, description="email: port.")
+    security: Literal["starttls", "ssl", "none"] = Field(
+        default="starttls", description="email: STARTTLS, SSL from the start, or none."
+    )
+    username: Optional[str] = Field(default=None, description="email: login name.")
+    password: Optional[SecretStr] = Field(default=None, description="email: password.")
+    password_env: Optional[str] = Field(default=None, description="Variable holding it.")
+    sender: Optional[str] = Field(default=None, description="email: From address.")
+    recipients: list[str] = Field(default_factory=list, description="email: To addresses.")
+
+    @model_validator(mode="after")
+    def _complete(self) -> NotifierSettings:
+        if self.kind == "email":
+            missing = [k for k in ("host", "sender") if not getattr(self, k)]
+            if not self.recipients:
+                missing.append("recipients")
+            if missing:
+                raise ValueError(f"an email notifier needs {', '.join(missing)}")
+        elif self.url is None and not self.url_env:
+            raise ValueError(
+                f"a {self.kind} notifier needs url_env (the name of a variable holding the "
+                "webhook URL) or url"
+            )
+        return self
+
+
+class DeliverySettings(BaseModel):
+    """How notifications are delivered (off the training thread)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    timeout: float = Field(default=5.0, gt=0, description="Seconds per attempt.")
+    retries: int = Field(default=3, ge=0, description="Retries after a failed attempt.")
+    backoff: float = Field(default=1.0, ge=0, description="First retry delay, doubling.")
+    max_per_minute: int = Field(
+        default=20, ge=1, description="Per notifier; more are dropped and counted."
+    )
+
+
 class AlertSettings(BaseModel):
     """Anomaly rules and what they write (``<run>/alerts.jsonl``, the log)."""
 
@@ -196,6 +260,11 @@ class AlertSettings(BaseModel):
     throughput_drop: ThroughputDropSettings = Field(default_factory=ThroughputDropSettings)
     stall: StallSettings = Field(default_factory=StallSettings)
     eval_rebound: EvalReboundSettings = Field(default_factory=EvalReboundSettings)
+    notify: list[NotifierSettings] = Field(
+        default_factory=list,
+        description="Notifiers: webhook, dingtalk, feishu, wecom, slack, email (docs/alerts.md).",
+    )
+    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
 
 
 class MonitorConfig(BaseModel):
@@ -586,6 +655,19 @@ _FOREIGN_KEYS = {
 _UNION_MEMBERS = {"bool", "int", "float", "str"}
 
 
+_SECRET_KEYS = frozenset({"url", "secret", "password"})
+
+
+def _shown(loc: tuple[Union[int, str], ...], value: Any) -> str:
+    """A bad value for an error message, with secrets replaced (a notifier's URL,
+    signing secret or password never appears in an error)."""
+    if loc and str(loc[-1]) in _SECRET_KEYS:
+        return "'***'"
+    if isinstance(value, Mapping):
+        value = {k: ("***" if str(k) in _SECRET_KEYS else v) for k, v in value.items()}
+    return f"{value!r:.80}"
+
+
 def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -> str:
     lines = [f"invalid mindwatch {source}:"]
     seen_unions: set[tuple[Union[int, str], ...]] = set()
@@ -599,9 +681,8 @@ def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -
                 continue
             seen_unions.add(loc[:-1])
             path = ".".join(str(p) for p in loc[:-1])
-            lines.append(
-                f"  - {path} = {error.get('input')!r:.80}: must be a bool, number or string"
-            )
+            shown = _shown(original, error.get("input"))
+            lines.append(f"  - {path} = {shown}: must be a bool, number or string")
             continue
         path = ".".join(str(p) for p in loc)
         if not path:  # a rule about several keys: the message names them
@@ -616,5 +697,5 @@ def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -
             lines.append(f"  - {path}: unknown key{hint} (known keys: {listed})")
             continue
         message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"  - {path} = {error.get('input')!r:.80}: {message}")
+        lines.append(f"  - {path} = {_shown(original, error.get('input'))}: {message}")
     return "\n".join(lines)

@@ -38,6 +38,7 @@ from mindwatch.aggregate import (
     env_rank_and_world,
 )
 from mindwatch.alerts import Alert, AlertLog
+from mindwatch.alerts.notify import Dispatcher, build_notifier
 from mindwatch.alerts.sinks import ALERTS_FILE
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events import EventFileWriter, lifecycle
@@ -239,9 +240,14 @@ class Monitor:
         self._engine: Optional[RuleEngine] = None
         self._alert_log: Optional[AlertLog] = None
         self._alert_lock = threading.Lock()
+        self._dispatcher: Optional[Dispatcher] = None
         if cfg.alerts.enabled and self._own is not None:
             self._engine = RuleEngine(cfg.alerts, run=self.logdir.name, rank=self.rank)
             self._alert_log = AlertLog(self._own.logdir / ALERTS_FILE)
+            if cfg.alerts.notify:
+                timeout = cfg.alerts.delivery.timeout
+                notifiers = [build_notifier(n, timeout) for n in cfg.alerts.notify]
+                self._dispatcher = Dispatcher(notifiers, cfg.alerts.delivery)
         lifecycle.register(self)
 
     def _open_writer(self, folder: Path) -> EventFileWriter:
@@ -495,6 +501,8 @@ class Monitor:
                 if len(self.alerts) < 10_000:
                     self.alerts.append(alert)
                 alert_log.write(alert)
+                if self._dispatcher is not None:
+                    self._dispatcher.submit(alert)
 
     def _emit_local(
         self, step: int, values: list[tuple[str, float]], wall: float, samples: Optional[float]
@@ -774,6 +782,12 @@ class Monitor:
             self._own.add_values(self.last_step or 0, hparams_session_end_values(ok, time.time()))
         for writer in self._writers():
             writer.close(timeout)
+        if self._dispatcher is not None:
+            # What is queued, but no longer than one alert's delivery with its retries
+            # (capped at 10 s): a hanging endpoint must not hold the end of training.
+            d = self.config.alerts.delivery
+            budget = min(10.0, d.timeout * (d.retries + 1) + d.backoff * 2**d.retries)
+            self._dispatcher.close(timeout=budget if timeout is None else min(timeout, budget))
         stats = self.stats
         if self._run is not None:
             base = self._run.path.parent
@@ -794,6 +808,7 @@ class Monitor:
                 write_errors=stats.write_errors,
                 event_files=[os.path.relpath(f, base) for f in stats.files],
                 alerts=self._alert_log.count if self._alert_log is not None else 0,
+                **self._notification_summary(),
                 **self._aggregation_summary(),
             )
         if self.nonfinite:
@@ -801,6 +816,12 @@ class Monitor:
                 "mindwatch: non-finite values were logged: %s",
                 ", ".join(f"{tag} x{n}" for tag, n in sorted(self.nonfinite.items())),
             )
+
+    def _notification_summary(self) -> dict[str, Any]:
+        d = self._dispatcher
+        if d is None:
+            return {}
+        return {"notifications": {"sent": d.sent, "failed": d.failed, "dropped": d.dropped}}
 
     def _aggregation_summary(self) -> dict[str, Any]:
         aggregator = self._aggregator
