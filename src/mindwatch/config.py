@@ -239,6 +239,19 @@ class DeliverySettings(BaseModel):
     )
 
 
+RULE_NAMES = (
+    "nonfinite",
+    "spike",
+    "grad_explosion",
+    "grad_vanishing",
+    "plateau",
+    "divergence",
+    "throughput_drop",
+    "stall",
+    "eval_rebound",
+)
+
+
 class AlertSettings(BaseModel):
     """Anomaly rules and what they write (``<run>/alerts.jsonl``, the log)."""
 
@@ -260,11 +273,25 @@ class AlertSettings(BaseModel):
     throughput_drop: ThroughputDropSettings = Field(default_factory=ThroughputDropSettings)
     stall: StallSettings = Field(default_factory=StallSettings)
     eval_rebound: EvalReboundSettings = Field(default_factory=EvalReboundSettings)
+    stop_on: list[str] = Field(
+        default_factory=list,
+        description="Rules whose warning or critical alerts stop training cleanly (the "
+        "MindSpore callback asks Model.train to stop; under data parallelism every rank "
+        "stops at the same step), e.g. [nonfinite].",
+    )
     notify: list[NotifierSettings] = Field(
         default_factory=list,
         description="Notifiers: webhook, dingtalk, feishu, wecom, slack, email (docs/alerts.md).",
     )
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+
+    @field_validator("stop_on")
+    @classmethod
+    def _known_rules(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in RULE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown rule {unknown}; the rules are {', '.join(RULE_NAMES)}")
+        return value
 
 
 class MonitorConfig(BaseModel):

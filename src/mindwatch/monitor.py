@@ -236,6 +236,7 @@ class Monitor:
         # Anomaly rules, on the rank that writes the shared view (under reduction they
         # see the reduced values, and name the outlier rank from the spread).
         self.alerts: list[Alert] = []
+        self.stop_reason: Optional[str] = None
         self.steps_per_epoch: Optional[int] = None  # for an alert's batch index
         self._engine: Optional[RuleEngine] = None
         self._alert_log: Optional[AlertLog] = None
@@ -498,11 +499,32 @@ class Monitor:
                 self._engine = None
                 return
             for alert in raised:
+                if alert.rule in self.config.alerts.stop_on and alert.severity != "info":
+                    alert.action = "stop training"
+                    self._request_stop(alert)
                 if len(self.alerts) < 10_000:
                     self.alerts.append(alert)
                 alert_log.write(alert)
                 if self._dispatcher is not None:
                     self._dispatcher.submit(alert)
+
+    def _request_stop(self, alert: Alert) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = alert.line()
+            log.warning("mindwatch: stopping training (alerts.stop_on): %s", alert.line())
+        if self._aggregator is not None:
+            self._aggregator.request_stop()
+
+    @property
+    def should_stop(self) -> bool:
+        """Whether training should stop now (an alert of a rule in ``alerts.stop_on``).
+
+        Under reduction across ranks this turns true on every rank in the same step (the
+        request travels with the next reduction), so all ranks stop together.
+        """
+        if self._aggregator is not None and self._aggregator.reducing:
+            return self._aggregator.stop_agreed
+        return self.stop_reason is not None
 
     def _emit_local(
         self, step: int, values: list[tuple[str, float]], wall: float, samples: Optional[float]

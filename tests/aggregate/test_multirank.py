@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -346,3 +347,30 @@ def test_without_a_collective_each_rank_keeps_its_own_values(tmp_path: Path) -> 
 def test_a_loss_rank_outside_the_job_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"loss_source_rank / loss_ranks \[4\] is not a rank"):
         Monitor(tmp_path, {**QUIET, "loss_source_rank": 4}, collective=LocalGroup(2).member(0))
+
+
+def test_a_stop_request_reaches_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    """Rank 0's rules (on the reduced loss) ask to stop; both ranks stop together."""
+    stopped: dict[int, int] = {}
+
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 200):
+                loss = math.nan if (rank == 1 and step == 42) else 1.0
+                mon.log_step(step, loss=loss)
+                if mon.should_stop:
+                    stopped[rank] = step
+                    return
+
+    config = {"aggregate_every": 10, "alerts": {"stop_on": ["nonfinite"]}}
+    run_ranks(2, tmp_path, body, config=config)
+    # Reduced at 50: rank 0 sees the NaN and asks; everyone learns it at the next reduction.
+    assert stopped == {0: 60, 1: 60}
+    (line,) = (tmp_path / "alerts.jsonl").read_text().splitlines()
+    alert = json.loads(line)
+    assert (alert["rule"], alert["step"], alert["rank"], alert["action"]) == (
+        "nonfinite",
+        42,
+        1,
+        "stop training",
+    )

@@ -240,3 +240,17 @@ def test_demo_with_two_workers_in_a_live_tensorboard(tmp_path: Path) -> None:
     assert name in tags
     assert "ranks/loss_argmax" not in tags[f"{name}/rank_1"]
     assert "train/loss" in tags[f"{name}/rank_1"]
+
+
+def test_an_alert_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    config = {"aggregate_every": 5, "flush_secs": 0.2, "alerts": {"stop_on": ["spike"]}}
+    done = msrun(tmp_path, "model", "--steps=80", "--corrupt=35", f"--config={json.dumps(config)}")
+    assert done.returncode == 0, worker_log(tmp_path, 0)[-3000:]
+    # The spike is seen in the reduction at step 35 (rank 0's rules); every rank learns
+    # of the request in the next one, at step 40, and Model.train ends there on both.
+    assert max(local(tmp_path, 0)) == max(local(tmp_path, 1)) == 40
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (info["status"], info["last_step"]) == ("finished", 40)
+    alerts = [json.loads(x) for x in (tmp_path / "run" / "alerts.jsonl").read_text().splitlines()]
+    assert (alerts[0]["rule"], alerts[0]["step"], alerts[0]["rank"]) == ("spike", 35, 1)
+    assert alerts[0]["action"] == "stop training"

@@ -182,3 +182,15 @@ def test_a_validation_rebound(tmp_path: Path) -> None:
 def test_healthy_runs_raise_nothing_above_info(tmp_path: Path, seed: int) -> None:
     alerts = train(tmp_path, 400, seed=seed)
     assert [a for a in alerts if a["severity"] != "info"] == []
+
+
+def test_stop_on_ends_model_train_at_the_alert_step(tmp_path: Path) -> None:
+    def plant(step: int, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (np.full_like(x, np.nan) if step == 60 else x), y
+
+    alerts = train(tmp_path, 200, plant=plant, config={"alerts": {"stop_on": ["nonfinite"]}})
+    assert [(a["rule"], a["step"], a.get("action")) for a in alerts] == [
+        ("nonfinite", 60, "stop training")
+    ]
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert (info["status"], info["last_step"]) == ("finished", 60)  # stopped cleanly there

@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from mindwatch.aggregate.collective import AggregationError, Collective, CollectiveGuard
 from mindwatch.aggregate.packing import (
+    FLAG_STOP,
     MISSING,
     CorruptSliceError,
     is_missing,
@@ -134,6 +135,10 @@ class Aggregator:
         self.last_reduced_step: Optional[int] = None
         self.failure: Optional[str] = None
         self.failed_at: Optional[int] = None
+        # Stopping: a rank asks (an alert's action); every rank learns it in the same
+        # reduction and stops at the same step.
+        self.stop_asked = False
+        self.stop_agreed = False
         self._warned_write = False
 
     # ---------------------------------------------------------------- training thread
@@ -141,6 +146,10 @@ class Aggregator:
     @property
     def reducing(self) -> bool:
         return self.failure is None
+
+    def request_stop(self) -> None:
+        """Ask every rank to stop training; they all learn it at the next reduction."""
+        self.stop_asked = True
 
     def set_local_output(self, emit: Optional[Emit]) -> None:
         """Where this rank's own values go from now on (e.g. a folder opened after a
@@ -315,6 +324,7 @@ class Aggregator:
                 rows=packed_rows,
                 capacity=self._capacity,
                 proposal=proposal,
+                flags=FLAG_STOP if self.stop_asked else 0,
             )
             got = np.asarray(self.collective.all_gather(vector), dtype=np.float64)
             if got.shape != (self.world_size, self._capacity):
@@ -332,6 +342,8 @@ class Aggregator:
             gathered = all_gather()
             for r in range(self.world_size):
                 read_header(gathered, r, round_no)
+        if any(h.flags & FLAG_STOP for h in headers):
+            self.stop_agreed = True  # seen by every rank in this same reduction
         return _Gathered(gathered, tags, rows, max(h.proposal for h in headers))
 
     def _write(self, pending: _Gathered) -> None:

@@ -2,7 +2,7 @@
 
 Layout of a rank's slice (float64)::
 
-    [MAGIC, rank, round, n_tags, n_steps, needed, proposal,   header
+    [MAGIC, rank, round, n_tags, n_steps, needed, proposal, flags,   header
      tag ids (n_tags),                                  52-bit hashes of the tag names
      steps (n_steps), wall times (n_steps),
      values (n_steps x n_tags, row-major)]              MISSING where a step lacks a tag
@@ -34,7 +34,8 @@ __all__ = ["HEADER", "MISSING", "Slice", "pack", "tag_id", "unpack"]
 Floats = npt.NDArray[np.float64]
 
 MAGIC = 19799.125  # "MW", version 1 (an exact float)
-HEADER = 7
+HEADER = 8
+FLAG_STOP = 1  # this rank asks every rank to stop training (an alert's action)
 # A quiet NaN with a payload no arithmetic produces: "no value at this step" stays
 # distinguishable from a NaN loss after the trip through the collective.
 _MISSING_BITS = np.uint64(0x7FF8_4D57_0000_0001)
@@ -72,12 +73,13 @@ def pack(
     rows: list[dict[str, float]],
     capacity: int,
     proposal: int,
+    flags: int = 0,
 ) -> Floats:
     """The slice of ``capacity`` floats this rank contributes (header only if too small)."""
     n_tags, n_steps = len(tags), len(steps)
     size = needed(n_tags, n_steps)
     out = np.zeros(capacity, dtype=np.float64)
-    out[:HEADER] = (MAGIC, rank, round_no, n_tags, n_steps, size, proposal)
+    out[:HEADER] = (MAGIC, rank, round_no, n_tags, n_steps, size, proposal, flags)
     if size > capacity:
         return out  # the peers see `needed` and everyone retries with room for it
     pos = HEADER
@@ -108,6 +110,7 @@ class Slice:
     round_no: int
     needed: int
     proposal: int
+    flags: int = 0
     ids: Floats = field(default_factory=lambda: np.zeros(0))
     steps: Floats = field(default_factory=lambda: np.zeros(0))
     walls: Floats = field(default_factory=lambda: np.zeros(0))
@@ -118,7 +121,7 @@ class Slice:
 def read_header(gathered: Floats, rank: int, round_no: Optional[int] = None) -> Slice:
     """Rank ``rank``'s header, checked (and its round against ``round_no`` if given)."""
     row = gathered[rank]
-    magic, who, got_round, n_tags, n_steps, size, proposal = row[:HEADER]
+    magic, who, got_round, n_tags, n_steps, size, proposal, flags = row[:HEADER]
     if magic != MAGIC or who != rank or not 0 <= n_tags < 1e7 or not 0 <= n_steps < 1e9:
         raise CorruptSliceError(
             f"the data gathered from rank {rank} is not mindwatch's (header "
@@ -129,7 +132,13 @@ def read_header(gathered: Floats, rank: int, round_no: Optional[int] = None) -> 
             f"rank {rank} sent reduction {int(got_round)} while this rank sent {round_no}: "
             "the ranks no longer reduce at the same steps"
         )
-    return Slice(rank=rank, round_no=int(got_round), needed=int(size), proposal=int(proposal))
+    return Slice(
+        rank=rank,
+        round_no=int(got_round),
+        needed=int(size),
+        proposal=int(proposal),
+        flags=int(flags),
+    )
 
 
 def unpack(gathered: Floats, rank: int) -> Slice:

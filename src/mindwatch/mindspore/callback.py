@@ -331,6 +331,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             values.update(self._guarded("memory", self._read_memory) or {})
         self._guarded("step", lambda: self.monitor.log_step(step, samples=self._samples, **values))
         self._maybe_evaluate(step)
+        if self.monitor.should_stop:  # alerts.stop_on: end Model.train after this step
+            run_context.request_stop()
 
     def _read_memory(self) -> dict[str, float]:
         values = {"perf/host_peak_rss_mb": host_peak_rss_mb()}
