@@ -279,13 +279,19 @@ class AlertSettings(BaseModel):
         "MindSpore callback asks Model.train to stop; under data parallelism every rank "
         "stops at the same step), e.g. [nonfinite].",
     )
+    last_stable_on: list[str] = Field(
+        default_factory=lambda: ["nonfinite", "spike", "grad_explosion", "divergence"],
+        description="Rules whose warning or critical alerts keep the newest checkpoint "
+        "saved before them as 'last stable' (a hard link 'last_stable-<name>' next to it, "
+        "which keep_checkpoint_max does not rotate away; path in the alert and run.json).",
+    )
     notify: list[NotifierSettings] = Field(
         default_factory=list,
         description="Notifiers: webhook, dingtalk, feishu, wecom, slack, email (docs/alerts.md).",
     )
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
 
-    @field_validator("stop_on")
+    @field_validator("stop_on", "last_stable_on")
     @classmethod
     def _known_rules(cls, value: list[str]) -> list[str]:
         unknown = [name for name in value if name not in RULE_NAMES]

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from mindwatch.aggregate import (
     AggregationError,
@@ -237,6 +237,9 @@ class Monitor:
         # see the reduced values, and name the outlier rank from the spread).
         self.alerts: list[Alert] = []
         self.stop_reason: Optional[str] = None
+        # Called with each alert before it is written (the adapter's actions, e.g.
+        # keeping the last stable checkpoint, add what they did to it).
+        self.on_alert: Optional[Callable[[Alert], None]] = None
         self.steps_per_epoch: Optional[int] = None  # for an alert's batch index
         self._engine: Optional[RuleEngine] = None
         self._alert_log: Optional[AlertLog] = None
@@ -502,11 +505,22 @@ class Monitor:
                 if alert.rule in self.config.alerts.stop_on and alert.severity != "info":
                     alert.action = "stop training"
                     self._request_stop(alert)
+                if self.on_alert is not None:
+                    try:
+                        self.on_alert(alert)
+                    except Exception as exc:  # an action failing must not stop training
+                        log.warning("mindwatch: an alert action failed: %r", exc)
                 if len(self.alerts) < 10_000:
                     self.alerts.append(alert)
                 alert_log.write(alert)
                 if self._dispatcher is not None:
                     self._dispatcher.submit(alert)
+
+    def record(self, **fields: Any) -> None:
+        """Add ``fields`` to ``run.json`` now (on the rank that writes it)."""
+        if self._run is not None:
+            self._run.update(**fields)
+            self._run.write()
 
     def _request_stop(self, alert: Alert) -> None:
         if self.stop_reason is None:

@@ -194,3 +194,38 @@ def test_stop_on_ends_model_train_at_the_alert_step(tmp_path: Path) -> None:
     ]
     info = json.loads((tmp_path / "run.json").read_text())
     assert (info["status"], info["last_step"]) == ("finished", 60)  # stopped cleanly there
+
+
+def test_the_last_stable_checkpoint_survives_rotation(tmp_path: Path) -> None:
+    """NaN at step 55 with checkpoints every 10 steps, 2 kept: the step-50 checkpoint is
+    linked as last stable and outlives the rotation that removes the original."""
+    from mindspore.train import CheckpointConfig, ModelCheckpoint
+
+    def plant(step: int, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (np.full_like(x, np.nan) if step == 55 else x), y
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_seed(0)
+    net = nn.SequentialCell([nn.Dense(8, 16), nn.ReLU(), nn.Dense(16, 1)])
+    cell = TrainOneStepWithGradNormCell(
+        nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.02)
+    )
+    source = Source(120, plant, delay=lambda step: 0.0)
+    data = ms.dataset.GeneratorDataset(source, ["x", "y"], shuffle=False).batch(BATCH)
+    ckpt_dir = tmp_path / "ckpt"
+    checkpoints = ModelCheckpoint(
+        prefix="net",
+        directory=str(ckpt_dir),
+        config=CheckpointConfig(save_checkpoint_steps=10, keep_checkpoint_max=2),
+    )
+    monitor = TrainingMonitor(logdir=tmp_path / "run", config={"print_every": 0})
+    Model(cell).train(1, data, callbacks=[monitor, checkpoints], dataset_sink_mode=False)
+    kept = ckpt_dir / "last_stable-net-1_50.ckpt"
+    assert kept.exists()
+    assert not (ckpt_dir / "net-1_50.ckpt").exists()  # the original was rotated away
+    assert ms.load_checkpoint(str(kept))  # a loadable checkpoint
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["last_stable"] == {"path": str(kept), "step": 50, "alert": "nonfinite", "at": 55}
+    first = json.loads((tmp_path / "run" / "alerts.jsonl").read_text().splitlines()[0])
+    assert first["last_stable"] == str(kept)
+    assert first["action"] == "kept last_stable-net-1_50.ckpt as last stable"

@@ -62,6 +62,7 @@ from mindwatch.mindspore.collective import (
 )
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
+from mindwatch.mindspore.stable import StableKeeper
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
 
@@ -181,6 +182,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._collect = Every(self.config.collect_freq)
         self._memory = Every(self.config.memory_every)
         self._device_memory = False
+        self._stable: Optional[StableKeeper] = None
 
     def _new_monitor(self, folder: Optional[Path] = None) -> Monitor:
         """The callback's own Monitor; ``folder``: reopen that run folder (no new name)."""
@@ -238,6 +240,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             lambda: self._layers.begin(cb.get("train_network"), cb.get("network"), optimizer),
         )
         self._device_memory = ms_device_target() not in ("CPU", None)
+        self._stable = StableKeeper(cb.get("list_callback"))
+        monitor.on_alert = self._on_alert
         self._start_step = int(cb.get("cur_step_num") or 0)
         monitor.steps_per_epoch = int(cb.get("batch_num") or 0) or None
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
@@ -333,6 +337,24 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._maybe_evaluate(step)
         if self.monitor.should_stop:  # alerts.stop_on: end Model.train after this step
             run_context.request_stop()
+
+    def _on_alert(self, alert: Any) -> None:
+        """Actions for an alert: keep the last stable checkpoint (alerts.last_stable_on)."""
+        keeper = self._stable
+        if keeper is None or alert.severity == "info":
+            return
+        if alert.rule not in self.config.alerts.last_stable_on:
+            return
+        kept = keeper.keep()
+        if kept is None:
+            return
+        step = StableKeeper.step_of(kept, self.monitor.steps_per_epoch)
+        alert.extra["last_stable"] = str(kept)
+        done = f"kept {kept.name} as last stable"
+        alert.action = f"{alert.action}; {done}" if alert.action else done
+        self.monitor.record(
+            last_stable={"path": str(kept), "step": step, "alert": alert.rule, "at": alert.step}
+        )
 
     def _read_memory(self) -> dict[str, float]:
         values = {"perf/host_peak_rss_mb": host_peak_rss_mb()}

@@ -1,0 +1,91 @@
+"""Keeping the "last stable" checkpoint when an alert fires.
+
+The newest checkpoint file MindSpore's ``ModelCheckpoint`` saved before the alert is
+hard-linked (copied where links are impossible) as ``last_stable-<its name>`` in the same
+folder. ``ModelCheckpoint`` rotates only files named ``<prefix>-<digits and
+underscores>.ckpt``, so the link survives ``keep_checkpoint_max`` and costs no space.
+The monitor's callback runs before ``ModelCheckpoint`` in a step (``build_callbacks``
+orders them so), so a checkpoint of the alerting step itself is not there yet: what is
+kept was saved before the anomaly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["StableKeeper"]
+
+log = logging.getLogger(__name__)
+
+_STEP = re.compile(r"-(\d+)_(\d+)\.ckpt$")
+LINK_PREFIX = "last_stable-"
+
+
+class StableKeeper:
+    """Find ``ModelCheckpoint`` callbacks and keep their newest file on demand."""
+
+    def __init__(self, callbacks: Any) -> None:
+        from mindspore.train import ModelCheckpoint
+
+        self.checkpointers = [c for c in (callbacks or []) if isinstance(c, ModelCheckpoint)]
+        self.kept: Optional[Path] = None
+
+    def newest(self) -> Optional[Path]:
+        """The newest checkpoint file the ``ModelCheckpoint`` callbacks wrote."""
+        found: list[Path] = []
+        for checkpointer in self.checkpointers:
+            directory = getattr(checkpointer, "_directory", None)
+            prefix = getattr(checkpointer, "_prefix", None)
+            if not directory or not prefix:
+                continue
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(f"{prefix}-") and name.endswith(".ckpt"):
+                    middle = name[len(prefix) + 1 : -5]
+                    if middle and not any(ch.isalpha() for ch in middle):
+                        found.append(Path(directory) / name)
+        if not found:
+            return None
+        return max(found, key=lambda p: p.stat().st_mtime_ns if p.exists() else 0)
+
+    def keep(self) -> Optional[Path]:
+        """Link the newest checkpoint as ``last_stable-<name>``; the previous link goes."""
+        source = self.newest()
+        if source is None:
+            return None
+        target = source.with_name(LINK_PREFIX + source.name)
+        if self.kept == target and target.exists():
+            return target
+        try:
+            if target.exists():
+                target.unlink()
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copy2(source, target)
+        except OSError as exc:
+            log.warning("mindwatch: could not keep %s as last stable: %s", source, exc)
+            return None
+        if self.kept is not None and self.kept != target:
+            with contextlib.suppress(OSError):
+                self.kept.unlink()
+        self.kept = target
+        return target
+
+    @staticmethod
+    def step_of(path: Path, steps_per_epoch: Optional[int]) -> Optional[int]:
+        """The global step in a ``<prefix>-<epoch>_<step>.ckpt`` name."""
+        match = _STEP.search(path.name)
+        if match is None:
+            return None
+        epoch, step = int(match.group(1)), int(match.group(2))
+        return (epoch - 1) * steps_per_epoch + step if steps_per_epoch else step
