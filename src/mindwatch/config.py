@@ -239,6 +239,24 @@ class DeliverySettings(BaseModel):
     )
 
 
+class DynamicLRSettings(BaseModel):
+    """The seeds' dynamic learning rate: the gradient norm below ``low`` for ``patience``
+    steps -> lr x ``factor``; above ``high`` for ``patience`` steps -> lr / ``factor``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(default=False, description="Adjust the optimizer's lr.")
+    metric: str = Field(default="train/grad_norm", description="Tag the rule watches.")
+    low: float = Field(default=0.01, gt=0, description="Raise the lr below this norm.")
+    high: Optional[float] = Field(
+        default=None, gt=0, description="Lower the lr above this norm (None: never)."
+    )
+    patience: int = Field(default=5, ge=1, description="Consecutive steps needed.")
+    factor: float = Field(default=1.5, gt=1, description="Multiplier per change.")
+    max_scale: float = Field(default=100.0, ge=1, description="Largest total multiplier.")
+    min_scale: float = Field(default=0.01, gt=0, le=1, description="Smallest one.")
+
+
 RULE_NAMES = (
     "nonfinite",
     "spike",
@@ -285,6 +303,7 @@ class AlertSettings(BaseModel):
         "saved before them as 'last stable' (a hard link 'last_stable-<name>' next to it, "
         "which keep_checkpoint_max does not rotate away; path in the alert and run.json).",
     )
+    dynamic_lr: DynamicLRSettings = Field(default_factory=DynamicLRSettings)
     notify: list[NotifierSettings] = Field(
         default_factory=list,
         description="Notifiers: webhook, dingtalk, feishu, wecom, slack, email (docs/alerts.md).",

@@ -516,6 +516,17 @@ class Monitor:
                 if self._dispatcher is not None:
                     self._dispatcher.submit(alert)
 
+    def report(self, alert: Alert) -> None:
+        """Write an alert raised outside the rules (an action taken: a changed lr)."""
+        if self._alert_log is None:
+            return
+        with self._alert_lock:
+            if len(self.alerts) < 10_000:
+                self.alerts.append(alert)
+            self._alert_log.write(alert)
+            if self._dispatcher is not None:
+                self._dispatcher.submit(alert)
+
     def record(self, **fields: Any) -> None:
         """Add ``fields`` to ``run.json`` now (on the rank that writes it)."""
         if self._run is not None:

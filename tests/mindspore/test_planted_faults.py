@@ -229,3 +229,32 @@ def test_the_last_stable_checkpoint_survives_rotation(tmp_path: Path) -> None:
     first = json.loads((tmp_path / "run" / "alerts.jsonl").read_text().splitlines()[0])
     assert first["last_stable"] == str(kept)
     assert first["action"] == "kept last_stable-net-1_50.ckpt as last stable"
+
+
+@pytest.mark.parametrize("form", ["parameter", "schedule"])
+def test_dynamic_lr_changes_the_optimizers_lr_at_the_right_step(tmp_path: Path, form: str) -> None:
+    """The seeds' rule: the gradient norm below 0.01 for 5 steps -> lr x1.5. Inputs masked
+    to zero from step 30 stop the gradient of a bias-free network."""
+    from mindwatch.mindspore.demo import WarmupCosineLR, warmup_cosine
+    from tests.tbread import scalars
+
+    def plant(step: int, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (np.zeros_like(x) if step >= 30 else x), y
+
+    lr: Any = 0.01 if form == "parameter" else WarmupCosineLR(0.01, warmup=5, total=60)
+    config = {"alerts": {"dynamic_lr": {"enabled": True}, "grad_vanishing": {"enabled": False}}}
+    alerts = train(tmp_path, 45, plant=plant, lr=lr, config=config, bias=False)
+    changes = [(a["step"], a["action"]) for a in alerts if a["rule"] == "dynamic_lr"]
+    assert changes == [
+        (34, "lr x1.5 from step 35"),
+        (39, "lr x1.5 from step 40"),
+        (44, "lr x1.5 from step 45"),
+    ]
+    used = dict(scalars(tmp_path)["train/lr"])
+    base = (
+        dict.fromkeys(used, 0.01)
+        if form == "parameter"
+        else {s: float(warmup_cosine(np.array(s - 1), 0.01, 5, 60)) for s in used}
+    )
+    for step, scale in ((34, 1.0), (35, 1.5), (39, 1.5), (40, 2.25), (45, 3.375)):
+        assert used[step] == pytest.approx(base[step] * scale, rel=1e-5), step

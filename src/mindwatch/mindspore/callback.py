@@ -49,6 +49,7 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Callback
 
+from mindwatch.alerts import Alert
 from mindwatch.config import MonitorConfig
 from mindwatch.events.lifecycle import EXIT_TIMEOUT_SECS
 from mindwatch.events.writer import PathLike
@@ -61,10 +62,11 @@ from mindwatch.mindspore.collective import (
     rank_and_world_size,
 )
 from mindwatch.mindspore.layers import LayerRecorder
-from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
+from mindwatch.mindspore.lr import LearningRateReader, LearningRateScaler, find_optimizer
 from mindwatch.mindspore.stable import StableKeeper
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
+from mindwatch.rules.dynamic_lr import LRController
 
 __all__ = ["TensorBoard", "TrainingMonitor"]
 
@@ -183,6 +185,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._memory = Every(self.config.memory_every)
         self._device_memory = False
         self._stable: Optional[StableKeeper] = None
+        self._dynamic_lr: Optional[tuple[LRController, LearningRateScaler]] = None
 
     def _new_monitor(self, folder: Optional[Path] = None) -> Monitor:
         """The callback's own Monitor; ``folder``: reopen that run folder (no new name)."""
@@ -242,6 +245,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._device_memory = ms_device_target() not in ("CPU", None)
         self._stable = StableKeeper(cb.get("list_callback"))
         monitor.on_alert = self._on_alert
+        self._dynamic_lr = None
+        if self.config.alerts.dynamic_lr.enabled and optimizer is not None:
+            scaler = LearningRateScaler(optimizer)
+            if scaler.prepare():  # before the first step compiles the graph
+                self._dynamic_lr = (LRController(self.config.alerts.dynamic_lr), scaler)
         self._start_step = int(cb.get("cur_step_num") or 0)
         monitor.steps_per_epoch = int(cb.get("batch_num") or 0) or None
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
@@ -334,6 +342,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self._memory.every and self._memory(step):
             values.update(self._guarded("memory", self._read_memory) or {})
         self._guarded("step", lambda: self.monitor.log_step(step, samples=self._samples, **values))
+        if self._dynamic_lr is not None and "grad_norm" in values:
+            self._guarded("dynamic lr", lambda: self._adjust_lr(step, values["grad_norm"]))
         self._maybe_evaluate(step)
         if self.monitor.should_stop:  # alerts.stop_on: end Model.train after this step
             run_context.request_stop()
@@ -354,6 +364,36 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         alert.action = f"{alert.action}; {done}" if alert.action else done
         self.monitor.record(
             last_stable={"path": str(kept), "step": step, "alert": alert.rule, "at": alert.step}
+        )
+
+    def _adjust_lr(self, step: int, grad_norm: float) -> None:
+        """alerts.dynamic_lr: change the lr in place when the controller says so."""
+        assert self._dynamic_lr is not None
+        controller, scaler = self._dynamic_lr
+        settings = controller.settings
+        factor = controller.observe(step, {settings.metric: grad_norm})
+        if factor is None:
+            return
+        scaler.apply(factor)
+        if self._lr is not None:
+            self._lr.invalidate()
+        why = (
+            f"below {settings.low:g}" if factor > 1 else f"above {settings.high:g}"
+        ) + f" for {settings.patience} steps"
+        self.monitor.report(
+            Alert(
+                rule="dynamic_lr",
+                severity="info",
+                metric=settings.metric,
+                value=grad_norm,
+                step=step,
+                message=f"learning rate x{factor:.4g} (gradient norm {why}); "
+                f"x{controller.scale:.4g} in all",
+                rank=self.rank,
+                run=self.monitor.logdir.name,
+                action=f"lr x{factor:.4g} from step {step + 1}",
+                extra={"lr_scale": controller.scale},
+            )
         )
 
     def _read_memory(self) -> dict[str, float]:

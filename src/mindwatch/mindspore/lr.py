@@ -29,11 +29,16 @@ from typing import Any, Optional
 
 import numpy as np
 from mindspore import Parameter, Tensor
+from mindspore.common import dtype as mstype
 from mindspore.nn.learning_rate_schedule import LearningRateSchedule
 
 from mindwatch.mindspore.tensors import to_float
 
-__all__ = ["LearningRateReader", "find_optimizer"]
+__all__ = [
+    "LearningRateReader",
+    "LearningRateScaler",
+    "find_optimizer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,11 @@ class LearningRateReader:
         self._chunks: dict[tuple[int, int], np.ndarray] = {}
         self._per_step: set[int] = set()  # schedules that cannot be tabulated
         self._step: Optional[int] = None
+
+    def invalidate(self) -> None:
+        """Forget cached lr tables (the lr was changed, e.g. by the dynamic-lr rule)."""
+        self._lists.clear()
+        self._chunks.clear()
 
     def step(self) -> int:
         """0-based index of the optimizer update that ran last (read once per ``read``)."""
@@ -138,3 +148,57 @@ class LearningRateReader:
             log.debug("mindwatch: lr schedule %s is read per step: %r", schedule, exc)
             return None
         return chunk
+
+
+class _ScaledSchedule(LearningRateSchedule):  # type: ignore[misc]
+    """A schedule times a scale Parameter (changed in place, no recompilation)."""
+
+    def __init__(self, schedule: Any) -> None:
+        super().__init__()
+        self.schedule = schedule
+        self.scale = Parameter(Tensor(1.0, mstype.float32), name="mindwatch_lr_scale")
+
+    def construct(self, global_step: Any) -> Any:
+        return self.schedule(global_step) * self.scale
+
+
+class LearningRateScaler:
+    """Multiply an optimizer's learning rate in place, whatever form it has.
+
+    A fixed lr (a ``Parameter``) and a per-step list (its 1-d ``Parameter``) are
+    rescaled directly; a ``LearningRateSchedule`` is wrapped, before the graph is
+    compiled (``prepare`` at the start of training), in a schedule times a scale
+    ``Parameter``. Parameter groups with their own lrs are not supported (a warning).
+    """
+
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer = optimizer
+        self.target: Any = None
+
+    def prepare(self) -> bool:
+        """Make the lr scalable; False (with a warning) if it cannot be."""
+        opt = self.optimizer
+        lr = getattr(opt, "learning_rate", None)
+        if getattr(opt, "is_group_lr", False):
+            log.warning("mindwatch: dynamic_lr does not support per-group learning rates")
+            return False
+        if isinstance(lr, Parameter):
+            self.target = lr
+            return True
+        inner = getattr(lr, "learning_rate", None)
+        if isinstance(inner, Parameter):  # a per-step list (_IteratorLearningRate)
+            self.target = inner
+            return True
+        if isinstance(lr, LearningRateSchedule):
+            wrapped = _ScaledSchedule(lr)
+            opt.learning_rate = wrapped
+            self.target = wrapped.scale
+            return True
+        log.warning("mindwatch: dynamic_lr cannot scale a %s learning rate", type(lr).__name__)
+        return False
+
+    def apply(self, factor: float) -> None:
+        """Multiply the learning rate by ``factor`` from the next update on."""
+        target = self.target
+        values = target.asnumpy() * np.float32(factor)
+        target.set_data(Tensor(values.astype(target.asnumpy().dtype)))
