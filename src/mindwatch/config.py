@@ -304,6 +304,13 @@ class AlertSettings(BaseModel):
         "which keep_checkpoint_max does not rotate away; path in the alert and run.json).",
     )
     dynamic_lr: DynamicLRSettings = Field(default_factory=DynamicLRSettings)
+    sample_ids: Optional[int] = Field(
+        default=None,
+        ge=0,
+        description="Position of a dataset column holding sample ids (the MindSpore "
+        "callback reads it from each batch and puts the ids of the alerting step's batch "
+        "in the alert; the network must accept the column, see docs/alerts.md).",
+    )
     notify: list[NotifierSettings] = Field(
         default_factory=list,
         description="Notifiers: webhook, dingtalk, feishu, wecom, slack, email (docs/alerts.md).",

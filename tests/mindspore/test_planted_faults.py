@@ -258,3 +258,39 @@ def test_dynamic_lr_changes_the_optimizers_lr_at_the_right_step(tmp_path: Path, 
     )
     for step, scale in ((34, 1.0), (35, 1.5), (39, 1.5), (40, 2.25), (45, 3.375)):
         assert used[step] == pytest.approx(base[step] * scale, rel=1e-5), step
+
+
+def test_alerts_name_the_sample_ids_of_the_bad_batch(tmp_path: Path) -> None:
+    """A dataset with an id column (position 2) and a loss cell that accepts it."""
+
+    class WithIds:
+        def __init__(self, steps: int) -> None:
+            self.source = Source(steps, delay=lambda step: 0.0)
+
+        def __len__(self) -> int:
+            return len(self.source)
+
+        def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            x, y = self.source[index]
+            if index // BATCH + 1 == 25:
+                x = np.full_like(x, np.inf)
+            return x, y, np.array(10_000 + index, dtype=np.int64)
+
+    class LossWithIds(nn.Cell):  # type: ignore[misc]
+        def __init__(self, net: nn.Cell) -> None:
+            super().__init__()
+            self.net, self.loss = net, nn.MSELoss()
+
+        def construct(self, x: Any, y: Any, ids: Any) -> Any:  # ids: for the monitor only
+            return self.loss(self.net(x), y)
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = nn.SequentialCell([nn.Dense(8, 16), nn.ReLU(), nn.Dense(16, 1)])
+    cell = TrainOneStepWithGradNormCell(LossWithIds(net), nn.SGD(net.trainable_params(), 0.02))
+    data = ms.dataset.GeneratorDataset(WithIds(40), ["x", "y", "id"], shuffle=False).batch(BATCH)
+    config = {"print_every": 0, "alerts": {"sample_ids": 2}}
+    monitor = TrainingMonitor(logdir=tmp_path, config=config)
+    Model(cell).train(1, data, callbacks=[monitor], dataset_sink_mode=False)
+    first = json.loads((tmp_path / "alerts.jsonl").read_text().splitlines()[0])
+    assert (first["rule"], first["step"]) == ("nonfinite", 25)
+    assert first["sample_ids"] == list(range(10_000 + 24 * BATCH, 10_000 + 25 * BATCH))

@@ -72,6 +72,8 @@ __all__ = ["TensorBoard", "TrainingMonitor"]
 
 log = logging.getLogger(__name__)
 
+_MAX_IDS = 1024  # sample ids kept per batch
+_ID_HISTORY = 1000  # steps whose batch ids are kept
 _MINDFORMERS_CELLS = ("MFTrainOneStepCell", "MFPipelineWithLossScaleCell")
 
 
@@ -186,6 +188,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._device_memory = False
         self._stable: Optional[StableKeeper] = None
         self._dynamic_lr: Optional[tuple[LRController, LearningRateScaler]] = None
+        # alerts.sample_ids: the ids of recent batches, by step (bounded)
+        self._sample_ids: dict[int, list[Any]] = {}
 
     def _new_monitor(self, folder: Optional[Path] = None) -> Monitor:
         """The callback's own Monitor; ``folder``: reopen that run folder (no new name)."""
@@ -312,6 +316,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         except Exception as exc:  # monitoring must never take training down
             self._warn_once("step", f"could not read the step number: {exc!r}")
             return
+        if self.config.alerts.sample_ids is not None:
+            self._guarded("sample ids", lambda: self._keep_sample_ids(step, cb))
         if self._layers.active and self.monitor.writes_shared:  # the same on every rank
             histograms = self._layers.histograms_due(step)
             self._guarded(
@@ -348,8 +354,22 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self.monitor.should_stop:  # alerts.stop_on: end Model.train after this step
             run_context.request_stop()
 
+    def _keep_sample_ids(self, step: int, cb: Any) -> None:
+        batch = cb.get("train_dataset_element")
+        position = self.config.alerts.sample_ids
+        if batch is None or position is None or position >= len(batch):
+            return
+        ids = np.asarray(batch[position].asnumpy()).reshape(-1)[:_MAX_IDS].tolist()
+        self._sample_ids[step] = ids
+        if len(self._sample_ids) > _ID_HISTORY:  # rules may fire a reduction interval later
+            del self._sample_ids[min(self._sample_ids)]
+
     def _on_alert(self, alert: Any) -> None:
-        """Actions for an alert: keep the last stable checkpoint (alerts.last_stable_on)."""
+        """Actions for an alert: the batch's sample ids (alerts.sample_ids), the last
+        stable checkpoint (alerts.last_stable_on)."""
+        ids = self._sample_ids.get(alert.step)
+        if ids is not None:
+            alert.extra["sample_ids"] = ids
         keeper = self._stable
         if keeper is None or alert.severity == "info":
             return
