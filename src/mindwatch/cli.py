@@ -316,6 +316,56 @@ def watch_command(
     ctx.exit(1 if total else 0)
 
 
+@main.command("convert")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("dst", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--steps-per-epoch", type=click.IntRange(min=1), help="For LossMonitor lines.")
+@click.option("--follow", is_flag=True, help="Keep converting logs that are still written.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True)
+def convert_command(
+    *,
+    sources: tuple[Path, ...],
+    dst: Path,
+    steps_per_epoch: Optional[int],
+    follow: bool,
+    interval: float,
+) -> None:
+    """Convert training logs (SOURCES) into TensorBoard runs below DST.
+
+    Reads MindFormers' MFLossMonitor lines and MindSpore's LossMonitor / TimeMonitor
+    lines (a log file, or a folder of msrun worker_<i>.log files). One run per worker
+    (DST/rank_<i>) and, for several workers, DST itself reduced across them. Lines that
+    do not parse are counted. Exit status: 0 converted, 2 bad input.
+    """
+    from mindwatch.tools.convert import convert_logs, find_logs
+
+    logs: list[Path] = []
+    for source in sources:
+        if not source.exists():
+            raise InputError(f"'{source}' does not exist")
+        if source.is_dir() and any(source.glob("*_MS")):
+            raise InputError(
+                f"'{source}' holds MindSpore summary files (*_MS): converting those is not "
+                "supported yet; convert the training log instead"
+            )
+        logs += find_logs(source)
+    if not logs:
+        raise InputError("no log files found (expected a .log file or worker_<i>.log files)")
+    summary = convert_logs(
+        logs, dst, steps_per_epoch=steps_per_epoch, follow=follow, interval=interval
+    )
+    if not summary.points:
+        raise InputError(
+            f"no MFLossMonitor / LossMonitor / TimeMonitor lines in {len(logs)} log(s) "
+            f"({summary.lines} lines read)"
+        )
+    click.echo(
+        f"converted {len(logs)} log(s) into {len(summary.runs)} run(s) below {dst}: "
+        f"{summary.points:,} points, tags {', '.join(sorted(summary.tags))}; "
+        f"{summary.lines:,} lines read, {summary.skipped} monitor-like lines not understood"
+    )
+
+
 @main.command("compare")
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option(
