@@ -302,6 +302,11 @@ def watch_command(
                 if dispatcher is not None:
                     dispatcher.submit(alert)
             total += len(alerts)
+            if once and dispatcher is not None:
+                # Deliver before the state says "reported" (bounded wait; what cannot be
+                # delivered in time is logged and stays in the output above).
+                dispatcher.close(timeout=30.0)
+                dispatcher = None
             try:
                 watcher.save()
             except OSError as exc:

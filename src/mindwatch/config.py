@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -209,6 +210,15 @@ class NotifierSettings(BaseModel):
     password_env: Optional[str] = Field(default=None, description="Variable holding it.")
     sender: Optional[str] = Field(default=None, description="email: From address.")
     recipients: list[str] = Field(default_factory=list, description="email: To addresses.")
+
+    @field_validator("url_env", "secret_env", "password_env")
+    @classmethod
+    def _variable_name(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(
+                "must be the NAME of an environment variable (e.g. DINGTALK_WEBHOOK), not its value"
+            )
+        return value
 
     @model_validator(mode="after")
     def _complete(self) -> NotifierSettings:
@@ -717,14 +727,27 @@ _UNION_MEMBERS = {"bool", "int", "float", "str"}
 _SECRET_KEYS = frozenset({"url", "secret", "password"})
 
 
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
+
+
+def _masked(value: Any, key: str = "") -> Any:
+    """``value`` with secrets replaced, at any depth: values of url/secret/password keys
+    and anything that looks like a URL (webhook URLs carry their access token)."""
+    if key in _SECRET_KEYS:
+        return "***"
+    if isinstance(value, str):
+        return _URL.sub("***", value)
+    if isinstance(value, Mapping):
+        return {k: _masked(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_masked(v) for v in value]
+    return value
+
+
 def _shown(loc: tuple[Union[int, str], ...], value: Any) -> str:
     """A bad value for an error message, with secrets replaced (a notifier's URL,
     signing secret or password never appears in an error)."""
-    if loc and str(loc[-1]) in _SECRET_KEYS:
-        return "'***'"
-    if isinstance(value, Mapping):
-        value = {k: ("***" if str(k) in _SECRET_KEYS else v) for k, v in value.items()}
-    return f"{value!r:.80}"
+    return f"{_masked(value, str(loc[-1]) if loc else '')!r:.80}"
 
 
 def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -> str:

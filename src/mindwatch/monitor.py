@@ -868,7 +868,8 @@ class Monitor:
         d = self._dispatcher
         if d is None:
             return {}
-        return {"notifications": {"sent": d.sent, "failed": d.failed, "dropped": d.dropped}}
+        counts = {"sent": d.sent, "failed": d.failed, "dropped": d.dropped}
+        return {"notifications": {**counts, "undelivered": d.undelivered}}
 
     def _aggregation_summary(self) -> dict[str, Any]:
         aggregator = self._aggregator

@@ -274,3 +274,16 @@ def test_secrets_never_reach_files_logs_or_errors(
             {"alerts": {"notify": [{"kind": "email", "password": PASSWORD}]}}
         )
     assert PASSWORD not in str(info.value)
+
+
+def test_urls_are_masked_in_config_errors_wherever_they_are() -> None:
+    url = f"https://oapi.dingtalk.com/robot/send?access_token={TOKEN}"
+    for bad in (
+        {"alerts": {"notify": [url]}},  # a URL where a notifier belongs
+        {"alerts": {"notify": [{"kind": "dingtalk", "url_env": url}]}},  # value, not name
+        {"alerts": [url]},
+    ):
+        with pytest.raises(mindwatch.ConfigError) as info:
+            mindwatch.MonitorConfig.from_dict(bad)
+        assert TOKEN not in str(info.value)
+        assert "dingtalk.com" not in str(info.value)

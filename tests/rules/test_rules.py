@@ -179,3 +179,24 @@ def test_the_monitor_writes_alerts_jsonl(tmp_path: Path) -> None:
     assert alert["message"] == "train/loss is NaN"
     assert alert["causes"]
     assert json.loads((tmp_path / "run.json").read_text())["alerts"] == 1
+
+
+def test_eval_rebound_state_survives_a_save_between_train_and_eval_points() -> None:
+    """watch --once may save after a train step and before the evaluation of that step."""
+    evals = {100: 1.0, 200: 0.8, 300: 0.85, 400: 0.9, 500: 0.95}
+    engine = RuleEngine(AlertSettings(), run="t", rank=0)
+    fired = []
+    for step in range(1, 501):
+        fired += engine.observe(step, {"train/loss": 2.0 / (1 + step / 50)})
+        if step in evals:
+            state = json.loads(json.dumps(engine.state_dict()))
+            engine = RuleEngine(AlertSettings(), run="t", rank=0)
+            engine.load_state_dict(state)
+            fired += engine.observe(step, {"eval/loss": evals[step]})
+    assert [(a.rule, a.step) for a in fired] == [("eval_rebound", 500)]
+
+
+def test_throughput_drop_fires_whatever_the_step_offset() -> None:
+    speed = [(s, 1000.0 if s < 3000 else 300.0) for s in range(11, 4000, 10)]  # 11, 21, ...
+    alerts = run((s, {"perf/samples_per_s": v}) for s, v in speed)
+    assert [a.rule for a in alerts] == ["throughput_drop"]

@@ -130,3 +130,15 @@ def test_bad_input_exits_2(base: Path, tmp_path: Path) -> None:
     assert typo.exit_code == 2
     assert "loss_rtl" in typo.output
     assert "known keys: loss_rtol" in typo.output
+
+
+def test_a_nan_stretch_in_the_baseline_does_not_hide_a_regression(tmp_path: Path) -> None:
+    base = make_run(
+        tmp_path / "nanbase",
+        steps=600,
+        loss=lambda s: float("nan") if 495 <= s <= 505 else 2.0 / (1 + s / 20),
+    )
+    worse = make_run(tmp_path / "worse", steps=600, loss=lambda s: 3 * 2.0 / (1 + s / 20))
+    result = compare(str(worse), "--baseline", str(base))
+    assert result.exit_code == 1
+    assert "loss at matched step" in result.output.split("regression:")[1]

@@ -244,3 +244,24 @@ def test_bad_input_exits_2(tmp_path: Path) -> None:
     fmt = CliRunner().invoke(main, ["report", str(tmp_path), "--format", "html,docx"])
     assert fmt.exit_code == 2
     assert "docx is not a report format" in fmt.output
+
+
+def test_dollar_signs_in_names_do_not_break_the_pdf(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "x$^$y"
+    with mindwatch.Monitor(run, {"print_every": 0, "hparams": {"path": "/data/$RUN/$DATE"}}) as mon:
+        for step in range(1, 20):
+            mon.log_scalars(step, {"train/loss": 1.0 / step, "layers/param_norm/w$1$": 1.0})
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "runs"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "report.pdf").stat().st_size > 1000
+
+
+def test_tokens_count_the_steps_between_logged_points(tmp_path: Path) -> None:
+    from mindwatch.tools.summary import summarize
+
+    with mindwatch.Monitor(tmp_path / "r", {"print_every": 0}) as mon:
+        for step in range(10, 1001, 10):  # every 10th step logged (sink mode)
+            mon.log_scalars(step, {"perf/tokens_per_s": 1000.0, "perf/step_time_ms": 100.0})
+    (run,) = summarize(mindwatch.read_scalars(tmp_path), tmp_path)
+    assert run.facts["tokens"] == pytest.approx(100.0 * 1000)  # 100 tokens/step x 1000 steps

@@ -14,8 +14,10 @@ from environment variables or the config and are only ever put on the wire.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import os
@@ -40,6 +42,10 @@ log = logging.getLogger(__name__)
 
 class NotifyError(RuntimeError):
     """A delivery failed; the message names the notifier, never its secrets."""
+
+    def __init__(self, message: str, *, retry: bool = True) -> None:
+        super().__init__(message)
+        self.retry = retry  # worth another attempt (not for HTTP 4xx other than 429)
 
 
 def _secret(value: Any, env: Optional[str], what: str, name: str) -> Optional[str]:
@@ -103,10 +109,13 @@ class Notifier:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 response.read(65536)
         except urllib.error.HTTPError as exc:
-            raise NotifyError(f"{self.name}: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
+            retry = exc.code == 429 or exc.code >= 500
+            raise NotifyError(f"{self.name}: HTTP {exc.code}", retry=retry) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
-            raise NotifyError(f"{self.name}: {type(reason).__name__}") from None
+            what = reason if isinstance(reason, str) else type(reason).__name__
+            # (a str reason is urllib's own wording, never the URL)
+            raise NotifyError(f"{self.name}: {what}") from None
 
 
 class WebhookNotifier(Notifier):
@@ -225,6 +234,7 @@ class Dispatcher:
         self.sent = 0
         self.failed = 0
         self.dropped = 0
+        self.undelivered = 0
         self._queue: queue.Queue[Optional[Alert]] = queue.Queue(maxsize=1000)
         self._recent: dict[int, deque[float]] = {i: deque() for i in range(len(notifiers))}
         self._reported: set[int] = set()
@@ -239,12 +249,20 @@ class Dispatcher:
             self.dropped += 1
 
     def close(self, timeout: float = 10.0) -> None:
-        """Deliver what is queued, waiting at most ``timeout`` seconds."""
-        try:
+        """Deliver what is queued, waiting at most ``timeout`` seconds; what could not be
+        delivered in that time is counted in :attr:`undelivered` (and logged)."""
+        deadline = time.monotonic() + timeout
+        with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=timeout)
-        except queue.Full:
-            return
-        self._thread.join(timeout)
+        self._thread.join(max(deadline - time.monotonic(), 0.0))
+        if self._thread.is_alive():
+            self.undelivered = self._queue.qsize() + 1  # the one in flight too
+            log.warning(
+                "mindwatch: %d alert notification(s) not delivered within %g s; they are in "
+                "alerts.jsonl",
+                self.undelivered,
+                timeout,
+            )
 
     def _run(self) -> None:
         while True:
@@ -272,7 +290,7 @@ class Dispatcher:
             try:
                 notifier.send(alert)
             except NotifyError as exc:
-                if attempt < self.delivery.retries:
+                if exc.retry and attempt < self.delivery.retries:
                     time.sleep(delay)
                     delay *= 2
                     continue

@@ -375,7 +375,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             return
         if alert.rule not in self.config.alerts.last_stable_on:
             return
-        kept = keeper.keep()
+        kept = keeper.keep(before=alert.step, steps_per_epoch=self.monitor.steps_per_epoch)
         if kept is None:
             return
         step = StableKeeper.step_of(kept, self.monitor.steps_per_epoch)

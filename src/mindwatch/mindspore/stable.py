@@ -36,8 +36,12 @@ class StableKeeper:
         self.checkpointers = [c for c in (callbacks or []) if isinstance(c, ModelCheckpoint)]
         self.kept: Optional[Path] = None
 
-    def newest(self) -> Optional[Path]:
-        """The newest checkpoint file the ``ModelCheckpoint`` callbacks wrote."""
+    def newest(
+        self, before: Optional[int] = None, steps_per_epoch: Optional[int] = None
+    ) -> Optional[Path]:
+        """The newest checkpoint file the ``ModelCheckpoint`` callbacks wrote; with
+        ``before``, the newest of a step before it (rules may run a reduction interval
+        after the step they judge, when later checkpoints already exist)."""
         found: list[Path] = []
         for checkpointer in self.checkpointers:
             directory = getattr(checkpointer, "_directory", None)
@@ -53,13 +57,22 @@ class StableKeeper:
                     middle = name[len(prefix) + 1 : -5]
                     if middle and not any(ch.isalpha() for ch in middle):
                         found.append(Path(directory) / name)
+        if before is not None:
+            found = [
+                p
+                for p in found
+                if (step := self.step_of(p, steps_per_epoch)) is None or step < before
+            ]
         if not found:
             return None
         return max(found, key=lambda p: p.stat().st_mtime_ns if p.exists() else 0)
 
-    def keep(self) -> Optional[Path]:
-        """Link the newest checkpoint as ``last_stable-<name>``; the previous link goes."""
-        source = self.newest()
+    def keep(
+        self, before: Optional[int] = None, steps_per_epoch: Optional[int] = None
+    ) -> Optional[Path]:
+        """Link the newest checkpoint (of a step before ``before``) as
+        ``last_stable-<name>``; the previous link goes."""
+        source = self.newest(before, steps_per_epoch)
         if source is None:
             return None
         target = source.with_name(LINK_PREFIX + source.name)

@@ -1,9 +1,11 @@
 """The built-in anomaly rules: plain objects over ``(step, {tag: value})``.
 
 Each rule keeps a small state (:meth:`Rule.state_dict`, :meth:`Rule.load_state_dict`),
-so the same rules run in the training process, in ``mindwatch watch``, and across a
-resume. ``observe`` returns :class:`Finding`s; the engine adds the context (rank, run,
-epoch, batch) and the cooldowns.
+so the same rules run in the training process and in ``mindwatch watch``, which keeps
+their state between calls. (A training process that resumes starts its rules afresh:
+warm-ups and cooldowns restart; persisting their state in checkpoints is not done yet.)
+``observe`` returns :class:`Finding`s; the engine adds the context (rank, run, epoch,
+batch) and the cooldowns.
 
 Per step the cost is a few comparisons per watched value: the expensive statistics
 (median and MAD of a window) are computed only for a value that already looks like a
@@ -359,6 +361,7 @@ class ThroughputDropRule(Rule):
         self.settings = settings
         self.points: deque[float] = deque(maxlen=settings.window + settings.recent)
         self.dropped = False
+        self.since_check = 0
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
@@ -367,8 +370,10 @@ class ThroughputDropRule(Rule):
             return []
         points = self.points
         points.append(value)
-        if len(points) < points.maxlen or step % max(s.recent // 3, 1):  # type: ignore[operator]
+        self.since_check += 1
+        if len(points) < points.maxlen or self.since_check < max(s.recent // 3, 1):  # type: ignore[operator]
             return []  # checked every few points: a sustained drop is not urgent
+        self.since_check = 0
         listed = list(points)
         recent = sorted(listed[-s.recent :])[s.recent // 2]
         base_points = sorted(listed[: -s.recent])
@@ -393,12 +398,13 @@ class ThroughputDropRule(Rule):
         ]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"points": list(self.points), "dropped": self.dropped}
+        return {"points": list(self.points), "dropped": self.dropped, "since": self.since_check}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.points.clear()
         self.points.extend(float(v) for v in state.get("points", []))
         self.dropped = bool(state.get("dropped", False))
+        self.since_check = int(state.get("since", 0))
 
 
 class EvalReboundRule(Rule):
@@ -459,9 +465,13 @@ class EvalReboundRule(Rule):
             "last_eval": self.last_eval,
             "rising": self.rising,
             "last_train_mean": self.last_train_mean,
+            "train_sum": self.train_sum,
+            "train_count": self.train_count,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.last_eval = state.get("last_eval")
         self.rising = int(state.get("rising", 0))
         self.last_train_mean = state.get("last_train_mean")
+        self.train_sum = float(state.get("train_sum", 0.0))
+        self.train_count = int(state.get("train_count", 0))

@@ -200,7 +200,8 @@ def _matched_loss(
     got = _window_means(run_x, run.to_numpy(dtype=np.float64), positions, width, skip_nan=False)
     ref = _window_means(base_x, base.to_numpy(dtype=np.float64), positions, width, skip_nan=True)
     limits = ref + np.abs(ref) * tol.loss_rtol + tol.loss_atol
-    excess = np.where(np.isnan(got), np.inf, got - limits)
+    # A run NaN fails; a position where the baseline itself has no finite value is skipped.
+    excess = np.where(np.isnan(ref), -np.inf, np.where(np.isnan(got), np.inf, got - limits))
     worst = int(np.argmax(excess))
     bad = bool(excess[worst] > 0)
     detail = f"worst of {tol.checkpoints} positions: {tol.align} {positions[worst]:,.0f}"

@@ -223,13 +223,15 @@ class _Figures:
     def __getitem__(self, chart: Chart) -> Any:
         fig = self._made.get(chart.key)
         if fig is None:
+            import matplotlib
             from matplotlib.figure import Figure
 
             fig = Figure(figsize=(8.0, 3.4), dpi=100)
-            chart.draw(fig)
+            with matplotlib.rc_context({"text.parse_math": False}):  # '$' is plain text
+                chart.draw(fig)
             left = 0.3 if chart.key.startswith("layers") else 0.09
             fig.subplots_adjust(left=left, right=0.98, bottom=0.16, top=0.88, wspace=0.3)
-            fig.suptitle(chart.title, fontsize=11, x=0.01, ha="left")
+            fig.suptitle(chart.title, fontsize=11, x=0.01, ha="left", parse_math=False)
             self._made[chart.key] = fig
         return fig
 
@@ -399,8 +401,16 @@ def _pdf(runs: Sequence[RunSummary], logdir: Path, figures: _Figures, path: Path
     with PdfPages(path, metadata={"Title": f"mindwatch report: {logdir}"}) as pdf:
         for page in _summary_pages(runs, logdir):
             fig = Figure(figsize=(8.27, 11.69))
-            fig.text(0.06, 0.96, page[0], fontsize=14, va="top")
-            fig.text(0.06, 0.92, "\n".join(page[1:]), fontsize=9, va="top", family="monospace")
+            fig.text(0.06, 0.96, page[0], fontsize=14, va="top", parse_math=False)
+            fig.text(
+                0.06,
+                0.92,
+                "\n".join(page[1:]),
+                fontsize=9,
+                va="top",
+                family="monospace",
+                parse_math=False,
+            )
             pdf.savefig(fig)
         for chart in figures.charts:
             pdf.savefig(figures[chart])

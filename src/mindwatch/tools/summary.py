@@ -193,7 +193,13 @@ def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
         common = np.intersect1d(tokens_rate.steps, step_ms.steps)
         per_s = dict(zip(tokens_rate.steps.tolist(), tokens_rate.values.tolist()))
         ms = dict(zip(step_ms.steps.tolist(), step_ms.values.tolist()))
-        facts["tokens"] = float(sum(per_s[s] * ms[s] / 1000.0 for s in common.tolist()))
+        # tokens per step (rate x step time) times the steps each logged point stands
+        # for (every N-th step logged: sink mode, collect_freq)
+        total, previous = 0.0, 0
+        for s in common.tolist():
+            total += per_s[s] * ms[s] / 1000.0 * max(s - previous, 1)
+            previous = s
+        facts["tokens"] = total
     spread: dict[str, dict[str, Any]] = {}
     for tag, series in run.series.items():
         if tag.startswith("ranks/") and tag.endswith("_argmax") and len(series):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -136,7 +137,9 @@ class Watcher:
 
     def _observe(self, run: _Run, step: int, values: dict[str, float]) -> list[Alert]:
         epoch = values.get("train/epoch")
-        found = run.engine.observe(step, values, epoch=int(epoch) if epoch else None)
+        found = run.engine.observe(
+            step, values, epoch=int(epoch) if epoch is not None and math.isfinite(epoch) else None
+        )
         run.alerts += len(found)
         return found
 
