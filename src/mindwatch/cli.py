@@ -371,6 +371,44 @@ def convert_command(
     )
 
 
+@main.command("doctor")
+@click.argument("logdir", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also check this mindwatch / MindFormers config file.",
+)
+@click.pass_context
+def doctor_command(
+    ctx: click.Context, /, *, logdir: Optional[Path], config_path: Optional[Path]
+) -> None:
+    """Check why TensorBoard shows nothing (or too little) for LOGDIR.
+
+    A checklist with a verdict and a fix per line: event files where TensorBoard looks,
+    MindSpore summary files, unclosed or stale runs, records that collect_freq skipped,
+    mode and sink-mode consequences, the tensorboard install, permissions, disk space,
+    network file systems, non-ASCII paths, and a config file. Exit status: 0 healthy,
+    1 problems found, 2 error.
+    """
+    from mindwatch.tools.doctor import diagnose
+
+    if logdir is None and config_path is None:
+        logdir = Path(".")
+    try:
+        findings = diagnose(logdir, config_path)
+    except OSError as exc:
+        raise InputError(f"cannot check: {exc}") from exc
+    marks = {"ok": "ok", "info": "info", "warning": "WARNING", "problem": "PROBLEM"}
+    for finding in findings:
+        click.echo(f"[{marks[finding.verdict]:>7}] {finding.check}: {finding.message}")
+        if finding.fix and finding.verdict != "ok":
+            click.echo(f"          fix: {finding.fix}")
+    bad = [f for f in findings if f.verdict in ("warning", "problem")]
+    click.echo(f"{len(bad)} problem(s) found" if bad else "healthy")
+    ctx.exit(1 if bad else 0)
+
+
 @main.command("compare")
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option(

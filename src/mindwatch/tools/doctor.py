@@ -1,0 +1,310 @@
+"""``mindwatch doctor``: why TensorBoard shows nothing (or too little), checked.
+
+Each check returns a :class:`Finding` with a verdict and, when something is wrong, the
+fix. Verdicts: ``ok``, ``info`` (worth knowing), ``warning`` and ``problem``; the command
+exits 1 when there is a warning or a problem, as the seeds' troubleshooting tables
+would have a person do by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from mindwatch.events.reader import event_files, find_runs
+from mindwatch.runinfo import process_alive
+
+__all__ = ["Finding", "diagnose"]
+
+Verdict = Literal["ok", "info", "warning", "problem"]
+STALE_SECS = 3600.0
+LOW_DISK_BYTES = 1 << 30
+_NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "fuse.sshfs",
+    "ceph",
+    "glusterfs",
+    "lustre",
+    "beegfs",
+    "gpfs",
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    verdict: Verdict
+    message: str
+    fix: str = ""
+
+
+def diagnose(logdir: Optional[Path], config: Optional[Path] = None) -> list[Finding]:
+    """Every check that applies to ``logdir`` and ``config``."""
+    findings: list[Finding] = []
+    findings.append(_tensorboard())
+    if config is not None:
+        findings.append(_config(config))
+    if logdir is not None:
+        findings += _folder(logdir)
+    return findings
+
+
+def _tensorboard() -> Finding:
+    try:
+        version = metadata.version("tensorboard")
+    except metadata.PackageNotFoundError:
+        return Finding(
+            "tensorboard", "problem", "tensorboard is not installed", "pip install tensorboard"
+        )
+    major_minor = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if major_minor < (2, 10):
+        return Finding(
+            "tensorboard",
+            "warning",
+            f"tensorboard {version} is old (hparams and some plugins need 2.10+)",
+            "pip install -U tensorboard",
+        )
+    return Finding("tensorboard", "ok", f"tensorboard {version} is installed")
+
+
+def _config(path: Path) -> Finding:
+    from mindwatch.config import ConfigError, MonitorConfig
+
+    try:
+        MonitorConfig.from_any(path)
+    except (ConfigError, OSError, ValueError) as exc:
+        return Finding("config", "problem", f"{path}: {exc}", "fix the keys named above")
+    return Finding("config", "ok", f"{path} is a valid mindwatch configuration")
+
+
+def _folder(logdir: Path) -> list[Finding]:
+    if not logdir.exists():
+        parent = logdir.parent
+        hint = f"'{parent}' exists: check the folder name" if parent.exists() else ""
+        return [
+            Finding(
+                "folder",
+                "problem",
+                f"'{logdir}' does not exist",
+                hint or "pass the folder your training writes to (its logdir / summary_dir)",
+            )
+        ]
+    if logdir.is_file():
+        return [
+            Finding(
+                "folder",
+                "problem",
+                f"'{logdir}' is a file; TensorBoard's --logdir takes a folder",
+                f"tensorboard --logdir {logdir.parent}",
+            )
+        ]
+    findings = [_path_text(logdir), _writable(logdir), _disk(logdir), _filesystem(logdir)]
+    runs = find_runs(logdir)
+    if not runs:
+        findings += _no_event_files(logdir)
+        return findings
+    findings.append(
+        Finding("event files", "ok", f"{len(runs)} run(s) with TensorBoard event files below it")
+    )
+    for name, folder in runs:
+        findings += _run(name, folder)
+    return findings
+
+
+def _path_text(logdir: Path) -> Finding:
+    text = str(logdir.resolve())
+    if not text.isascii():
+        return Finding(
+            "path",
+            "warning",
+            f"the path has non-ASCII characters: {text}",
+            "some TensorBoard setups and shells mangle them; prefer an ASCII path",
+        )
+    return Finding("path", "ok", "the path is plain ASCII")
+
+
+def _writable(logdir: Path) -> Finding:
+    if not os.access(logdir, os.W_OK | os.X_OK):
+        return Finding(
+            "permissions",
+            "warning",
+            f"this user cannot write to '{logdir}'",
+            "training that runs as this user cannot log here: choose another folder or fix "
+            "its permissions",
+        )
+    return Finding("permissions", "ok", "the folder is writable")
+
+
+def _disk(logdir: Path) -> Finding:
+    usage = shutil.disk_usage(logdir)
+    if usage.free < LOW_DISK_BYTES or usage.free < 0.05 * usage.total:
+        return Finding(
+            "disk",
+            "warning",
+            f"only {usage.free / 2**30:.1f} GiB free on the disk of '{logdir}'",
+            "free space, or prune old runs: mindwatch runs ROOT --keep N --yes",
+        )
+    return Finding("disk", "ok", f"{usage.free / 2**30:.0f} GiB free")
+
+
+def _mounts() -> list[tuple[str, str]]:
+    """(mount point, file system type) from /proc/mounts (Linux), longest first."""
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    mounts = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 3:
+            mounts.append((parts[1].replace("\\040", " "), parts[2]))
+    return sorted(mounts, key=lambda m: len(m[0]), reverse=True)
+
+
+def _filesystem(logdir: Path) -> Finding:
+    path = str(logdir.resolve())
+    for mount, fstype in _mounts():
+        if path == mount or path.startswith(mount.rstrip("/") + "/"):
+            if fstype in _NETWORK_FS:
+                return Finding(
+                    "file system",
+                    "info",
+                    f"'{logdir}' is on a network file system ({fstype} at {mount})",
+                    "files appear in TensorBoard only after a flush and the server's reload "
+                    "(default 5 s): a short flush_secs helps; a local disk is faster",
+                )
+            return Finding("file system", "ok", f"a local file system ({fstype})")
+    return Finding("file system", "ok", "file system type unknown (not Linux?)")
+
+
+def _no_event_files(logdir: Path) -> list[Finding]:
+    ms_files = [p for p in logdir.rglob("*_MS") if p.is_file()]
+    if ms_files:
+        return [
+            Finding(
+                "event files",
+                "problem",
+                f"{len(ms_files)} MindSpore summary file(s) (*_MS, e.g. {ms_files[0].name}) but "
+                "no TensorBoard event files: stock TensorBoard shows MindSpore's "
+                "SummaryCollector output as empty",
+                "log with mindwatch.mindspore.TrainingMonitor (TensorBoard's format), or "
+                "convert the training log: mindwatch convert <worker logs> <folder>",
+            )
+        ]
+    logs = sorted(logdir.rglob("worker_*.log")) or sorted(logdir.glob("*.log"))
+    if logs:
+        return [
+            Finding(
+                "event files",
+                "problem",
+                f"no TensorBoard event files, but {len(logs)} training log(s) such as "
+                f"{logs[0].name}",
+                f"mindwatch convert {logs[0].parent} {logdir / 'converted'}",
+            )
+        ]
+    parent = logdir.resolve().parent
+    if event_files(parent):
+        return [
+            Finding(
+                "event files",
+                "problem",
+                "no event files here, but the folder above holds some: LOGDIR is too deep",
+                f"tensorboard --logdir {parent}",
+            )
+        ]
+    return [
+        Finding(
+            "event files",
+            "problem",
+            f"no TensorBoard event files (*tfevents*) below '{logdir}'",
+            "check the logdir / summary_dir your training uses (an absolute path: a relative "
+            "one moves with os.chdir), and that the callback is passed to Model.train",
+        )
+    ]
+
+
+def _run(name: str, folder: Path) -> list[Finding]:
+    findings: list[Finding] = []
+    info: dict[str, Any] = {}
+    try:
+        info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = {}
+    newest = max((folder / f).stat().st_mtime for f in event_files(folder))
+    age = time.time() - newest
+    status = info.get("status")
+    if status == "running":
+        same_host = info.get("host") == socket.gethostname()
+        if same_host and not process_alive(info.get("pid")):
+            findings.append(
+                Finding(
+                    f"run {name}",
+                    "problem",
+                    "its process is gone but the run was never closed (crashed or killed): "
+                    "the last points up to flush_secs before the end may be missing",
+                    "check the training log for the error; resume from the last checkpoint "
+                    "into the same folder",
+                )
+            )
+        elif age > STALE_SECS:
+            findings.append(
+                Finding(
+                    f"run {name}",
+                    "warning",
+                    f"marked running, but nothing was written for {age / 3600:.1f} h",
+                    "the job may hang (a collective waiting for a dead rank?): check it; "
+                    "mindwatch watch reports stalls",
+                )
+            )
+    config = info.get("config") or {}
+    hparams = info.get("hparams") or {}
+    every = config.get("collect_freq")
+    if status in ("finished", "terminated", "failed") and info.get("steps_logged") == 0:
+        why = (
+            f"collect_freq {every} skipped every step the run took"
+            if isinstance(every, int) and every > 1
+            else "no training step reached the monitor"
+        )
+        findings.append(
+            Finding(
+                f"run {name}",
+                "problem",
+                f"the run ended without recording a step: {why}",
+                "lower collect_freq (1 records every step), and check that the callback "
+                "is in Model.train's callbacks",
+            )
+        )
+    if hparams.get("mode") == "PYNATIVE":
+        findings.append(
+            Finding(
+                f"run {name}",
+                "info",
+                "PyNative mode: steps are slower than in GRAPH mode; MindSpore's "
+                "SummaryCollector would record nothing here, mindwatch does",
+            )
+        )
+    if hparams.get("dataset_sink_mode") is True:
+        findings.append(
+            Finding(
+                f"run {name}",
+                "info",
+                "dataset sink mode: on Ascend the callback runs once per sink, so one point "
+                "per sink (its last step), with the sink's time shared among its steps",
+            )
+        )
+    if not findings:
+        findings.append(
+            Finding(f"run {name}", "ok", f"{status or 'no run.json'}; last written {age:.0f} s ago")
+        )
+    return findings
