@@ -57,4 +57,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/rules.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-mindformers .mypy_cache .ruff_cache .pytest_cache .hypothesis
