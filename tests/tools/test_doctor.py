@@ -49,9 +49,12 @@ def test_a_healthy_run_is_healthy(tmp_path: Path) -> None:
         ("stale", "marked running, but nothing was written for"),
         ("collect_freq", "collect_freq 50 skipped every step the run took"),
         ("non_ascii", "non-ASCII characters"),
+        ("chdir", "changed its working directory"),
     ],
 )
-def test_a_broken_setup_is_named_with_its_fix(tmp_path: Path, setup: str, expected: str) -> None:
+def test_a_broken_setup_is_named_with_its_fix(
+    tmp_path: Path, setup: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "runs"
     if setup == "missing":
         target = tmp_path / "rnus"
@@ -85,6 +88,10 @@ def test_a_broken_setup_is_named_with_its_fix(tmp_path: Path, setup: str, expect
         (target / "run.json").write_text(json.dumps(info))
     elif setup == "collect_freq":
         healthy_run(target, collect_freq=50)
+    elif setup == "chdir":
+        # The script did os.chdir("job") before creating its writer for "runs".
+        healthy_run(tmp_path / "job" / "runs")
+        monkeypatch.chdir(tmp_path)
     elif setup == "non_ascii":
         target = tmp_path / "运行"
         healthy_run(target)

@@ -26,6 +26,7 @@ __all__ = ["Finding", "diagnose"]
 Verdict = Literal["ok", "info", "warning", "problem"]
 STALE_SECS = 3600.0
 LOW_DISK_BYTES = 1 << 30
+_SEARCH_BUDGET = 5000  # folders visited when looking for a misplaced logdir
 _NETWORK_FS = (
     "nfs",
     "nfs4",
@@ -98,7 +99,8 @@ def _folder(logdir: Path) -> list[Finding]:
                 "problem",
                 f"'{logdir}' does not exist",
                 hint or "pass the folder your training writes to (its logdir / summary_dir)",
-            )
+            ),
+            *_elsewhere(logdir),
         ]
     if logdir.is_file():
         return [
@@ -198,8 +200,9 @@ def _no_event_files(logdir: Path) -> list[Finding]:
                 f"{len(ms_files)} MindSpore summary file(s) (*_MS, e.g. {ms_files[0].name}) but "
                 "no TensorBoard event files: stock TensorBoard shows MindSpore's "
                 "SummaryCollector output as empty",
-                "log with mindwatch.mindspore.TrainingMonitor (TensorBoard's format), or "
-                "convert the training log: mindwatch convert <worker logs> <folder>",
+                f"mindwatch convert {ms_files[0].parent} {logdir / 'converted'} (scalars, "
+                "histograms, images, the graph), or log with "
+                "mindwatch.mindspore.TrainingMonitor, which writes TensorBoard's format",
             )
         ]
     logs = sorted(logdir.rglob("worker_*.log")) or sorted(logdir.glob("*.log"))
@@ -224,14 +227,70 @@ def _no_event_files(logdir: Path) -> list[Finding]:
             )
         ]
     return [
+        *_elsewhere(logdir),
         Finding(
             "event files",
             "problem",
             f"no TensorBoard event files (*tfevents*) below '{logdir}'",
             "check the logdir / summary_dir your training uses (an absolute path: a relative "
             "one moves with os.chdir), and that the callback is passed to Model.train",
+        ),
+    ]
+
+
+def _elsewhere(logdir: Path) -> list[Finding]:
+    """Event files in a same-named folder nearby: the classic relative path + os.chdir.
+
+    A writer given a relative logdir resolves it against the working directory when it
+    creates its first file; a script that changes directory first (or a job launched
+    from another folder) writes below that other folder. Searched: the current
+    directory and the logdir's parent, a few levels deep, hidden folders skipped, with
+    a bounded number of folders visited.
+    """
+    target = logdir.absolute()
+    found: list[Path] = []
+    roots = {Path.cwd(), target.parent} if target.parent.exists() else {Path.cwd()}
+    for root in sorted(roots):
+        found += _same_named(root, target.name, target)
+    if not found:
+        return []
+    where = sorted(set(found))[0]
+    return [
+        Finding(
+            "relative path",
+            "problem",
+            f"'{target}' has no event files, but a folder of the same name does: '{where}': "
+            "the training probably used a relative logdir and changed its working "
+            "directory (os.chdir, or was launched from another folder)",
+            f"tensorboard --logdir {where}; in the script, make the logdir absolute "
+            "(os.path.abspath before any os.chdir)",
         )
     ]
+
+
+def _same_named(root: Path, name: str, exclude: Path, depth: int = 4) -> list[Path]:
+    found: list[Path] = []
+    budget = [_SEARCH_BUDGET]
+
+    def walk(folder: Path, level: int) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            if budget[0] <= 0 or not entry.is_dir(follow_symlinks=False):
+                continue
+            if entry.name.startswith("."):
+                continue
+            budget[0] -= 1
+            path = Path(entry.path)
+            if entry.name == name and path != exclude and find_runs(path):
+                found.append(path)
+            elif level < depth:
+                walk(path, level + 1)
+
+    walk(root, 1)
+    return found
 
 
 def _run(name: str, folder: Path) -> list[Finding]:
