@@ -11,7 +11,7 @@ from typing import Any
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-KEEP_ALL = {"scalars": 0, "histograms": 0, "tensors": 0, "compressedHistograms": 0}
+KEEP_ALL = {"scalars": 0, "histograms": 0, "tensors": 0, "compressedHistograms": 0, "images": 0}
 
 
 def accumulator(logdir: str | Path) -> Any:

@@ -325,37 +325,54 @@ def watch_command(
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--steps-per-epoch", type=click.IntRange(min=1), help="For LossMonitor lines.")
-@click.option("--follow", is_flag=True, help="Keep converting logs that are still written.")
+@click.option(
+    "--raw-tags", is_flag=True, help="Keep MindSpore's summary tags as written (loss/auto)."
+)
+@click.option("--follow", is_flag=True, help="Keep converting files that are still written.")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True)
 def convert_command(
     *,
     sources: tuple[Path, ...],
     dst: Path,
     steps_per_epoch: Optional[int],
+    raw_tags: bool,
     follow: bool,
     interval: float,
 ) -> None:
-    """Convert training logs (SOURCES) into TensorBoard runs below DST.
+    """Convert MindSpore summaries or training logs (SOURCES) into TensorBoard runs below DST.
 
-    Reads MindFormers' MFLossMonitor lines and MindSpore's LossMonitor / TimeMonitor
-    lines (a log file, or a folder of msrun worker_<i>.log files). One run per worker
-    (DST/rank_<i>) and, for several workers, DST itself reduced across them. Lines that
-    do not parse are counted. Exit status: 0 converted, 2 bad input.
+    MindSpore summary files (*_MS, from SummaryCollector / SummaryRecord): every folder
+    holding them becomes a run (scalars, histograms, images, tensors, the graph, lineage
+    as hparams). Otherwise training logs: MindFormers' MFLossMonitor lines and
+    MindSpore's LossMonitor / TimeMonitor lines (a log file, or a folder of msrun
+    worker_<i>.log files), one run per worker (DST/rank_<i>) and, for several workers,
+    DST itself reduced across them. Exit status: 0 converted, 2 bad input.
     """
     from mindwatch.tools.convert import convert_logs, find_logs
+    from mindwatch.tools.convert_summary import find_summary_folders
 
+    summaries: list[Path] = []
     logs: list[Path] = []
     for source in sources:
         if not source.exists():
             raise InputError(f"'{source}' does not exist")
-        if source.is_dir() and any(source.glob("*_MS")):
-            raise InputError(
-                f"'{source}' holds MindSpore summary files (*_MS): converting those is not "
-                "supported yet; convert the training log instead"
-            )
-        logs += find_logs(source)
+        if find_summary_folders(source):
+            summaries.append(source)
+        else:
+            logs += find_logs(source)
+    if summaries and logs:
+        raise InputError(
+            f"{summaries[0]} holds MindSpore summary files and {logs[0]} is a training log: "
+            "convert them into different destination folders, one command each"
+        )
+    if summaries:
+        _convert_summaries(summaries, dst, raw_tags=raw_tags, follow=follow, interval=interval)
+        return
     if not logs:
-        raise InputError("no log files found (expected a .log file or worker_<i>.log files)")
+        raise InputError(
+            "no MindSpore summary files (*_MS) and no log files found "
+            "(expected a summary folder, a .log file or worker_<i>.log files)"
+        )
     summary = convert_logs(
         logs, dst, steps_per_epoch=steps_per_epoch, follow=follow, interval=interval
     )
@@ -368,6 +385,32 @@ def convert_command(
         f"converted {len(logs)} log(s) into {len(summary.runs)} run(s) below {dst}: "
         f"{summary.points:,} points, tags {', '.join(sorted(summary.tags))}; "
         f"{summary.lines:,} lines read, {summary.skipped} monitor-like lines not understood"
+    )
+
+
+def _convert_summaries(
+    sources: list[Path], dst: Path, *, raw_tags: bool, follow: bool, interval: float
+) -> None:
+    from mindwatch.tools.convert_summary import convert_summaries
+
+    if len(sources) > 1:
+        raise InputError(
+            "give one MindSpore summary source at a time (a file, a summary folder or a "
+            "folder of them): each becomes runs at the same relative place below DST"
+        )
+    result = convert_summaries(sources[0], dst, raw_tags=raw_tags, follow=follow, interval=interval)
+    if not result.points:
+        raise InputError(f"the summary files below '{sources[0]}' hold nothing to convert")
+    found = ", ".join(
+        f"{n:,} {kind if n != 1 else kind.removesuffix('s')}"
+        for kind, n in sorted(result.kinds.items())
+    )
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(result.skipped.items())) or "none"
+    runs = ", ".join(result.runs)
+    click.echo(
+        f"converted {len(result.runs)} summary folder(s) into run(s) {runs} below {dst}: "
+        f"{found}; {len(result.tags)} tags: {', '.join(sorted(result.tags))}; "
+        f"{result.records:,} records read; skipped: {skipped}"
     )
 
 

@@ -150,6 +150,11 @@ def encode_file_version(wall_time: float, version: str = "brain.Event:2") -> byt
     return _head(wall_time, 0) + _FILE_VERSION + varint(len(raw)) + raw
 
 
+def encode_graph(wall_time: float, graph_def: bytes) -> bytes:
+    """Return ``Event(graph_def=...)``: the graph TensorBoard's GRAPHS tab draws."""
+    return _head(wall_time, 0) + b"\x22" + varint(len(graph_def)) + graph_def
+
+
 def encode_session_start(wall_time: float, step: int) -> bytes:
     """Return ``Event(session_log=SessionLog(status=START))`` at ``step``.
 

@@ -18,10 +18,12 @@ from mindwatch.events.encoding import varint
 
 __all__ = [
     "HParamValue",
+    "bucket_histogram_value",
     "histogram_value",
     "hparams_config_values",
     "hparams_session_end_values",
     "hparams_session_values",
+    "image_value",
     "text_value",
     "value_bytes",
 ]
@@ -76,6 +78,37 @@ def histogram_value(tag: str, data: Any, buckets: int = DEFAULT_BUCKETS) -> byte
             histo.bucket_limit.append(hi)
             histo.bucket.append(float(finite.size))
     return value_bytes(Summary.Value(tag=tag, histo=histo))
+
+
+def bucket_histogram_value(
+    tag: str,
+    right_edges: Sequence[float],
+    counts: Sequence[float],
+    *,
+    minimum: float,
+    maximum: float,
+    total: float,
+) -> bytes:
+    """Return a ``Summary.Value`` holding an already bucketed histogram.
+
+    ``right_edges[i]`` closes bucket ``i`` (TensorBoard's ``bucket_limit``); the first
+    bucket opens at ``minimum`` and the last closes at ``maximum``, which is how
+    TensorBoard draws a legacy histogram. ``sum_squares`` is unknown and left 0 (no
+    TensorBoard view uses it).
+    """
+    from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+
+    histo = HistogramProto(min=minimum, max=maximum, num=float(sum(counts)), sum=total)
+    histo.bucket_limit.extend(float(edge) for edge in right_edges)
+    histo.bucket.extend(float(count) for count in counts)
+    return value_bytes(Summary.Value(tag=tag, histo=histo))
+
+
+def image_value(tag: str, image: bytes) -> bytes:
+    """Return a ``Summary.Value`` holding ``image``, a serialized ``Summary.Image``."""
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    return value_bytes(Summary.Value(tag=tag, image=Summary.Image.FromString(image)))
 
 
 def import_text_support() -> None:

@@ -55,6 +55,7 @@ import numpy as np
 from mindwatch.events import lifecycle
 from mindwatch.events.encoding import (
     encode_file_version,
+    encode_graph,
     encode_scalar,
     encode_scalars,
     encode_session_start,
@@ -302,6 +303,10 @@ class EventFileWriter:
     ) -> None:
         """Log the ``Summary.Value`` entries ``build()`` returns, calling it on the worker."""
         self._enqueue((_BUILD, wall_time or time.time(), step, build), 1)
+
+    def add_graph(self, graph_def: bytes, wall_time: Optional[float] = None) -> None:
+        """Log a serialized TensorBoard ``GraphDef`` (the GRAPHS tab shows the last one)."""
+        self._enqueue((_EVENT, 0.0, 0, encode_graph(wall_time or time.time(), graph_def)), 1)
 
     def add_session_start(self, step: int, wall_time: Optional[float] = None) -> None:
         """Mark a restart at ``step``: TensorBoard hides earlier points at ``>= step``."""
