@@ -330,6 +330,11 @@ def watch_command(
 )
 @click.option("--follow", is_flag=True, help="Keep converting files that are still written.")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace the event files of an earlier conversion into DST (else: an error).",
+)
 def convert_command(
     *,
     sources: tuple[Path, ...],
@@ -338,6 +343,7 @@ def convert_command(
     raw_tags: bool,
     follow: bool,
     interval: float,
+    overwrite: bool,
 ) -> None:
     """Convert MindSpore summaries or training logs (SOURCES) into TensorBoard runs below DST.
 
@@ -348,8 +354,8 @@ def convert_command(
     worker_<i>.log files), one run per worker (DST/rank_<i>) and, for several workers,
     DST itself reduced across them. Exit status: 0 converted, 2 bad input.
     """
-    from mindwatch.tools.convert import convert_logs, find_logs
-    from mindwatch.tools.convert_summary import find_summary_folders
+    from mindwatch.tools.convert import convert_logs, find_logs, log_destinations
+    from mindwatch.tools.convert_summary import find_summary_folders, summary_destinations
 
     summaries: list[Path] = []
     logs: list[Path] = []
@@ -358,6 +364,12 @@ def convert_command(
             raise InputError(f"'{source}' does not exist")
         if find_summary_folders(source):
             summaries.append(source)
+            if source.is_dir() and find_logs(source):
+                click.echo(
+                    f"note: '{source}' also holds training logs; they are not converted "
+                    "(give a log file itself, into another DST, to convert it)",
+                    err=True,
+                )
         else:
             logs += find_logs(source)
     if summaries and logs:
@@ -365,18 +377,32 @@ def convert_command(
             f"{summaries[0]} holds MindSpore summary files and {logs[0]} is a training log: "
             "convert them into different destination folders, one command each"
         )
-    if summaries:
-        _convert_summaries(summaries, dst, raw_tags=raw_tags, follow=follow, interval=interval)
-        return
-    if not logs:
+    if len(summaries) > 1:
+        raise InputError(
+            "give one MindSpore summary source at a time (a file, a summary folder or a "
+            "folder of them): each becomes runs at the same relative place below DST"
+        )
+    if not summaries and not logs:
         raise InputError(
             "no MindSpore summary files (*_MS) and no log files found "
             "(expected a summary folder, a .log file or worker_<i>.log files)"
         )
+    planned = summary_destinations(summaries[0], dst) if summaries else log_destinations(logs, dst)
+    _clear_destinations(planned, overwrite)
+    if summaries:
+        try:
+            _convert_summaries(
+                summaries[0], dst, raw_tags=raw_tags, follow=follow, interval=interval
+            )
+        except InputError:
+            _clear_destinations(planned, overwrite=True)  # leave no empty runs behind
+            raise
+        return
     summary = convert_logs(
         logs, dst, steps_per_epoch=steps_per_epoch, follow=follow, interval=interval
     )
     if not summary.points:
+        _clear_destinations(planned, overwrite=True)  # leave no empty runs behind
         raise InputError(
             f"no MFLossMonitor / LossMonitor / TimeMonitor lines in {len(logs)} log(s) "
             f"({summary.lines} lines read)"
@@ -388,19 +414,30 @@ def convert_command(
     )
 
 
+def _clear_destinations(folders: list[Path], overwrite: bool) -> None:
+    """Refuse to add a second copy of every point to an earlier conversion, or remove it."""
+    from mindwatch.events.reader import event_files
+
+    for folder in folders:
+        old = event_files(folder)
+        if old and not overwrite:
+            raise InputError(
+                f"'{folder}' already holds event files (an earlier conversion?): converting "
+                "again would add a second copy of every point; choose an empty DST or pass "
+                "--overwrite to replace them"
+            )
+        for name in old:
+            (folder / name).unlink()
+
+
 def _convert_summaries(
-    sources: list[Path], dst: Path, *, raw_tags: bool, follow: bool, interval: float
+    source: Path, dst: Path, *, raw_tags: bool, follow: bool, interval: float
 ) -> None:
     from mindwatch.tools.convert_summary import convert_summaries
 
-    if len(sources) > 1:
-        raise InputError(
-            "give one MindSpore summary source at a time (a file, a summary folder or a "
-            "folder of them): each becomes runs at the same relative place below DST"
-        )
-    result = convert_summaries(sources[0], dst, raw_tags=raw_tags, follow=follow, interval=interval)
+    result = convert_summaries(source, dst, raw_tags=raw_tags, follow=follow, interval=interval)
     if not result.points:
-        raise InputError(f"the summary files below '{sources[0]}' hold nothing to convert")
+        raise InputError(f"the summary files below '{source}' hold nothing to convert")
     found = ", ".join(
         f"{n:,} {kind if n != 1 else kind.removesuffix('s')}"
         for kind, n in sorted(result.kinds.items())

@@ -25,12 +25,14 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from mindspore.train import anf_ir_pb2, summary_pb2
+from mindspore.train import anf_ir_pb2, lineage_pb2, summary_pb2
 
 from mindwatch.cli import main
+from mindwatch.events.encoding import varint
 from mindwatch.events.msformat import SummaryFileReader, tensor_array
 from mindwatch.events.msgraph import graph_def_bytes
 from mindwatch.events.protowire import WireError, fields
+from mindwatch.events.records import frame
 from mindwatch.tools.convert_summary import convert_summaries
 from tests.tbread import accumulator, same_float32
 
@@ -282,26 +284,31 @@ def test_tensors_of_every_storage_decode_to_their_values() -> None:
 def test_graph_edges_control_edges_and_unscoped_nodes() -> None:
     graph = anf_ir_pb2.GraphProto(name="g")
     graph.parameters.add(name="x")
-    graph.const_vals.add(key="cst1").value.int_vals.extend([])
-    graph.const_vals[0].value.int_val = 7
+    graph.const_vals.add(key="cst1").value.int_val = 7
     mul = graph.node.add(name="1", op_type="Mul", full_name="Default/net/Mul-op0")
     mul.input.add(name="x")
     mul.input.add(name="cst1")
-    bare = graph.node.add(name="2", op_type="Depend", scope="Default")  # no full_name
-    bare.input.add(name="1")
-    bare.input.add(name="1", type=anf_ir_pb2.InputProto.CONTROL_EDGE)
-    bare.input.add(name="nowhere")  # an input the graph does not define
+    scoped = graph.node.add(name="2", op_type="Depend", scope="Default")  # no full_name
+    scoped.input.add(name="1")
+    scoped.input.add(name="1", type=anf_ir_pb2.InputProto.CONTROL_EDGE)
+    scoped.input.add(name="nowhere")  # an input the graph does not define
+    graph.node.add(name="3", op_type="Return").input.add(name="2")  # no scope either
+    graph.node.add(name="3", op_type="Return")  # a duplicate short name
     from tensorboard.compat.proto.graph_pb2 import GraphDef
 
     out = GraphDef.FromString(graph_def_bytes(graph.SerializeToString()))
     nodes = {n.name: n for n in out.node}
+    assert len(nodes) == len(out.node)  # names are unique
     assert set(nodes) == {
         "Default/net/Mul-op0",
         "Default/Depend-2",
+        "Return-3",
+        "Return-3_1",
         "Default/net/x",
         "Default/net/cst1",
     }
     assert list(nodes["Default/Depend-2"].input) == ["Default/net/Mul-op0", "^Default/net/Mul-op0"]
+    assert list(nodes["Return-3"].input) == ["Default/Depend-2"]
     assert nodes["Default/net/cst1"].attr["value"].s == b"7"
     assert nodes["Default/net/x"].op == "Parameter"
     with pytest.raises(WireError):
@@ -312,8 +319,6 @@ def test_truncated_and_nonsense_records_are_counted_not_fatal(tmp_path: Path) ->
     event = summary_pb2.Event(wall_time=1.0, step=3)
     event.summary.value.add(tag="loss/auto", scalar_value=0.5)
     good = event.SerializeToString()
-    from mindwatch.events.records import frame
-
     path = tmp_path / "events.out.events.summary.1.vm_MS"
     path.write_bytes(frame(good) + frame(b"\x0a\xff\xff") + frame(good))
     reader = SummaryFileReader(path)
@@ -340,3 +345,128 @@ def _wait_for(url: str, ready: Any, timeout: float = 120) -> Any:
             pass
         time.sleep(0.5)
     raise AssertionError(f"{url} never became ready; last answer: {last}")
+
+
+def _key(number: int, wire: int) -> bytes:
+    return varint(number << 3 | wire)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _key(number, 2) + varint(len(payload)) + payload
+
+
+def _scalar_event(step: int, value: float = 0.5) -> bytes:
+    event = summary_pb2.Event(wall_time=1.0 + step, step=step)
+    event.summary.value.add(tag="loss/auto", scalar_value=value)
+    return bytes(event.SerializeToString())
+
+
+def _summary_file(folder: Path, records: list[bytes]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "events.out.events.summary.1.vm_MS"
+    path.write_bytes(b"".join(frame(r) for r in records))
+    return path
+
+
+def test_records_protobuf_accepts_but_we_cannot_use_are_skipped_alone(tmp_path: Path) -> None:
+    """Each of these parses with MindSpore's protobuf classes; none may stop convert, and
+    a bad value must not take the good values of its step with it."""
+    loss = _field(1, b"loss/auto") + _key(3, 5) + struct.pack("<f", 0.25)
+    tag = _field(1, b"x")
+    bad_values = [
+        tag + _key(4, 0) + varint(1),  # image as a varint
+        tag + _key(8, 0) + varint(1),  # tensor as a varint
+        # a histogram bucket counting -1
+        tag + _field(9, _field(1, _key(3, 0) + varint((1 << 64) - 1))),
+    ]
+    records = [_scalar_event(1)]
+    for step, bad in enumerate(bad_values, start=2):
+        record = _key(2, 0) + varint(step) + _field(5, _field(1, bad) + _field(1, loss))
+        summary_pb2.Event.FromString(record)  # protobuf accepts it
+        records.append(record)
+    # A graph whose input edge type is length-delimited; a lineage with a string batch size.
+    node = _field(2, b"1") + _field(3, b"Mul") + _field(1, _field(1, b"x") + _field(2, b"zz"))
+    graph = _field(1, node) + _field(3, _field(1, b"x"))  # parameter x feeds the node
+    anf_ir_pb2.GraphProto.FromString(graph)
+    records.append(_key(2, 0) + varint(0) + _field(4, graph))
+    # An overlong 10-byte varint (-1 in int64_data) decodes as protobuf decodes it.
+    overlong = _key(2, 0) + varint(5) + _key(5, 0) + bytes([0xFF] * 9 + [0x7F])
+    records.append(
+        _key(2, 0) + varint(6) + _field(5, _field(1, _field(1, b"t") + _field(8, overlong)))
+    )
+    folder = tmp_path / "src"
+    _summary_file(folder, records)
+    lineage = _key(1, 1) + bytes(8) + _field(6, _field(1, _field(8, b"eight")))
+    lineage_pb2.LineageEvent.FromString(lineage)
+    (folder / "events.out.events.summary.1.vm_lineage").write_bytes(frame(lineage))
+
+    result = CliRunner().invoke(main, ["convert", str(folder), str(tmp_path / "tb")])
+    assert result.exit_code == 0, result.output
+    assert "skipped: 1 undecodable graph, 3 undecodable value" in result.output
+    acc = accumulator(tmp_path / "tb")
+    steps = [e.step for e in acc.Scalars("train/loss")]
+    assert steps == [1, 2, 3, 4]  # every step's good value survived
+    assert [(e.step, e.value) for e in acc.Scalars("t")] == [(6, -1.0)]
+
+
+def test_histograms_draw_as_mindspore_bucketed_them(tmp_path: Path) -> None:
+    """Through TensorBoard's own migration of legacy histograms (what its charts show)."""
+    from tensorboard import data_compat
+    from tensorboard.util import tensor_util
+
+    event = summary_pb2.Event(wall_time=1.0, step=1)
+    histogram = event.summary.value.add(tag="w/auto").histogram
+    for left, count in ((-1.0, 2), (-0.5, 0), (0.0, 5), (0.5, 1)):
+        histogram.buckets.add(left=left, width=0.5, count=count)
+    histogram.min, histogram.max, histogram.sum, histogram.count = -0.9, 0.8, 1.5, 8
+    histogram.nan_count = 3
+    clean = summary_pb2.Event(wall_time=2.0, step=2)
+    clean.summary.value.add(tag="w/auto").histogram.CopyFrom(histogram)
+    clean.summary.value[0].histogram.nan_count = 0
+    _summary_file(tmp_path / "src", [event.SerializeToString(), clean.SerializeToString()])
+    convert_summaries(tmp_path / "src", tmp_path / "tb")
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    (path,) = (tmp_path / "tb").glob("*tfevents*")
+    (legacy,) = [
+        v
+        for e in LegacyEventFileLoader(str(path)).Load()
+        for v in e.summary.value
+        if v.HasField("histo") and e.step == 1
+    ]
+    shown = tensor_util.make_ndarray(data_compat.migrate_value(legacy).tensor)  # float32
+    expected = [[-0.9, -0.5, 2], [-0.5, 0.0, 0], [0.0, 0.5, 5], [0.5, 0.8, 1]]
+    np.testing.assert_array_equal(shown, np.array(expected, dtype=np.float32))
+    # NaN counts: from the first step that has any, zeros included afterwards
+    scalars = accumulator(tmp_path / "tb").Scalars("parameters/w/nonfinite")
+    nonfinite = [(e.step, e.value) for e in scalars]
+    assert nonfinite == [(1, 3.0), (2, 0.0)]
+
+
+def test_repeated_summary_fields_merge_and_a_cut_last_record_is_counted(tmp_path: Path) -> None:
+    one = summary_pb2.Summary()
+    one.value.add(tag="loss/auto", scalar_value=1.0)
+    two = summary_pb2.Summary()
+    two.value.add(tag="acc", scalar_value=0.5)
+    split = _key(2, 0) + varint(7) + _field(5, one.SerializeToString())
+    split += _field(5, two.SerializeToString())
+    assert len(summary_pb2.Event.FromString(split).summary.value) == 2  # protobuf merges
+    path = _summary_file(tmp_path / "src", [split])
+    with open(path, "ab") as handle:
+        handle.write(frame(_scalar_event(8))[:-5])  # the writer died mid-record
+    result = CliRunner().invoke(main, ["convert", str(tmp_path / "src"), str(tmp_path / "tb")])
+    assert result.exit_code == 0, result.output
+    assert "skipped: 1 incomplete last record" in result.output
+    tags = accumulator(tmp_path / "tb").Tags()["scalars"]
+    assert sorted(tags) == ["acc", "train/loss"]
+
+
+def test_converting_twice_needs_overwrite_and_leaves_one_copy(job: Job, tmp_path: Path) -> None:
+    convert(str(job.folder), str(tmp_path / "tb"))
+    again = CliRunner().invoke(main, ["convert", str(job.folder), str(tmp_path / "tb")])
+    assert again.exit_code == 2
+    assert "already holds event files" in again.output
+    assert "--overwrite" in again.output
+    convert(str(job.folder), str(tmp_path / "tb"), "--overwrite")
+    steps = [e.step for e in accumulator(tmp_path / "tb").Scalars("train/loss")]
+    assert steps == [s for s, _ in job.values("loss/auto")]

@@ -130,3 +130,14 @@ def test_bad_input(tmp_path: Path) -> None:
     nothing = CliRunner().invoke(main, ["convert", str(plain), str(tmp_path / "o")])
     assert nothing.exit_code == 2
     assert "no MFLossMonitor / LossMonitor / TimeMonitor lines" in nothing.output
+
+
+def test_converting_a_log_again_needs_overwrite(tmp_path: Path) -> None:
+    out = str(tmp_path / "out")
+    assert CliRunner().invoke(main, ["convert", str(MF_LOG), out]).exit_code == 0
+    again = CliRunner().invoke(main, ["convert", str(MF_LOG), out])
+    assert again.exit_code == 2
+    assert "already holds event files" in again.output
+    replaced = CliRunner().invoke(main, ["convert", str(MF_LOG), out, "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output
+    assert [s for s, _ in scalars(tmp_path / "out")["train/loss"]] == list(range(1, 121))

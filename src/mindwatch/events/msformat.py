@@ -19,21 +19,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 
 from mindwatch.events.protowire import (
     Fields,
+    Raw,
     WireError,
+    blob,
     double,
     doubles,
     fields,
     first,
     float32,
     floats,
+    message,
+    messages,
     signed,
     text,
+    uint,
     varints,
 )
 from mindwatch.events.reader import PathLike, RecordReader
@@ -142,9 +147,9 @@ MsItem = Union[MsScalar, MsHistogram, MsImage, MsTensor, MsGraph]
 def tensor_array(msg: Fields) -> np.ndarray:
     """A ``TensorProto`` as a numpy array of its shape (WireError if it is not one)."""
     dims = [signed(d) for d in varints(msg, _T_DIMS)]
-    dtype = int(first(msg, _T_TYPE, 0))
-    raw = first(msg, _T_RAW)
-    if isinstance(raw, bytes) and raw:
+    dtype = uint(msg, _T_TYPE)
+    raw = blob(msg, _T_RAW) if _T_RAW in msg else b""
+    if raw:
         if dtype == _BFLOAT16:
             halves = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
             values = halves.view(np.float32)
@@ -173,16 +178,12 @@ def tensor_array(msg: Fields) -> np.ndarray:
 
 def _histogram(step: int, wall: float, tag: str, msg: Fields) -> MsHistogram:
     left, width, count = [], [], []
-    for raw in msg.get(1, []):
-        if not isinstance(raw, bytes):
-            raise WireError("histogram bucket is not a message")
-        bucket = fields(raw)
+    for bucket in messages(msg, 1):
         left.append(double(first(bucket, 1, bytes(8))))
         width.append(double(first(bucket, 2, bytes(8))))
-        count.append(int(first(bucket, 3, 0)))
-
-    def number(field: int) -> int:
-        return int(first(msg, field, 0))
+        count.append(signed(first(bucket, 3, 0)))
+    if any(c < 0 for c in count):
+        raise WireError("a histogram bucket with a negative count")
 
     def real(field: int) -> float:
         return double(first(msg, field, bytes(8)))
@@ -194,9 +195,9 @@ def _histogram(step: int, wall: float, tag: str, msg: Fields) -> MsHistogram:
         left=np.array(left, dtype=np.float64),
         width=np.array(width, dtype=np.float64),
         count=np.array(count, dtype=np.int64),
-        nan_count=number(2),
-        pos_inf_count=number(3),
-        neg_inf_count=number(4),
+        nan_count=uint(msg, 2),
+        pos_inf_count=uint(msg, 3),
+        neg_inf_count=uint(msg, 4),
         max=real(5),
         min=real(6),
         sum=real(7),
@@ -225,92 +226,101 @@ class SummaryFileReader:
         self.skipped[kind] = self.skipped.get(kind, 0) + 1
 
     def read(self) -> Iterator[MsItem]:
-        """Yield the items of every complete record written since the last call."""
-        for payload in self.records.read():
-            offset = self.records.offset
-            try:
-                yield from self._items(payload)
-            except (WireError, ValueError) as exc:
-                self._skip("undecodable record")
-                if self.skipped["undecodable record"] <= 3:
-                    log.warning(
-                        "mindwatch: %s: the record ending at byte offset %d does not "
-                        "decode (%s); skipped",
-                        self.records.path,
-                        offset,
-                        exc,
-                    )
+        """Yield the items of every complete record written since the last call.
 
-    def _items(self, payload: bytes) -> Iterator[MsItem]:
+        A value that does not decode is skipped alone (one step's record holds all of
+        that step's summaries: a damaged histogram must not take the loss with it).
+        """
+        for payload in self.records.read():
+            try:
+                step, wall, graph, values = self._event(payload)
+            except (WireError, ValueError, OverflowError) as exc:
+                self._undecodable("record", exc)
+                continue
+            if graph is not None:
+                yield MsGraph(step, wall, graph)
+            for raw in values:
+                try:
+                    item = self._value(step, wall, raw)
+                except (WireError, ValueError, OverflowError) as exc:
+                    self._undecodable("value", exc)
+                    continue
+                if item is not None:
+                    yield item
+
+    def _undecodable(self, what: str, exc: Exception) -> None:
+        kind = f"undecodable {what}"
+        self._skip(kind)
+        if self.skipped[kind] <= 3:
+            log.warning(
+                "mindwatch: %s: a %s before byte offset %d does not decode (%s); skipped",
+                self.records.path,
+                what,
+                self.records.offset,
+                exc,
+            )
+
+    def _event(self, payload: bytes) -> tuple[int, float, Optional[bytes], list[Raw]]:
         event = fields(payload)
         wall = double(first(event, _EV_WALL_TIME, bytes(8)))
         step = signed(first(event, _EV_STEP, 0))
         if _EV_VERSION in event:
             self.version = text(event, _EV_VERSION)
-        graph = first(event, _EV_GRAPH, b"")
-        if _EV_GRAPH in event and isinstance(graph, bytes):
-            yield MsGraph(step, wall, graph)
-        summary = first(event, _EV_SUMMARY, b"")
-        if not isinstance(summary, bytes) or not summary:
-            if not ({_EV_VERSION, _EV_GRAPH, _EV_SUMMARY} & event.keys()):
-                self._skip("explain or unknown event")
-            return
-        for raw in fields(summary).get(1, []):
-            if not isinstance(raw, bytes):
-                raise WireError("summary value is not a message")
-            value = fields(raw)
-            tag = text(value, _V_TAG)
-            if _V_SCALAR in value:
-                yield MsScalar(step, wall, tag, float32(first(value, _V_SCALAR)))
-            elif _V_IMAGE in value:
-                image = first(value, _V_IMAGE)
-                assert isinstance(image, bytes)
-                yield MsImage(step, wall, tag, image)
-            elif _V_TENSOR in value:
-                tensor = first(value, _V_TENSOR)
-                assert isinstance(tensor, bytes)
-                yield MsTensor(step, wall, tag, tensor_array(fields(tensor)))
-            elif _V_HISTOGRAM in value:
-                histogram = first(value, _V_HISTOGRAM)
-                assert isinstance(histogram, bytes)
-                yield _histogram(step, wall, tag, fields(histogram))
-            else:
-                self._skip("loss landscape or unknown value")
+        graph = blob(event, _EV_GRAPH) if _EV_GRAPH in event else None
+        values = message(event, _EV_SUMMARY).get(1, []) if _EV_SUMMARY in event else []
+        if not ({_EV_VERSION, _EV_GRAPH, _EV_SUMMARY} & event.keys()):
+            self._skip("explain or unknown event")
+        return step, wall, graph, values
+
+    def _value(self, step: int, wall: float, raw: Raw) -> Optional[MsItem]:
+        if not isinstance(raw, bytes):
+            raise WireError("a summary value is not a message")
+        value = fields(raw)
+        tag = text(value, _V_TAG)
+        if _V_SCALAR in value:
+            return MsScalar(step, wall, tag, float32(first(value, _V_SCALAR)))
+        if _V_IMAGE in value:
+            return MsImage(step, wall, tag, blob(value, _V_IMAGE))
+        if _V_TENSOR in value:
+            return MsTensor(step, wall, tag, tensor_array(message(value, _V_TENSOR)))
+        if _V_HISTOGRAM in value:
+            return _histogram(step, wall, tag, message(value, _V_HISTOGRAM))
+        self._skip("loss landscape or unknown value")
+        return None
 
 
 def lineage_hparams(path: PathLike) -> dict[str, Union[bool, int, float, str]]:
     """The training hyperparameters a ``*_lineage`` file records (empty if none).
 
     From ``TrainLineage``: optimizer, learning rate, loss function, epochs, parallel
-    mode, device count, batch size, dataset size and network name.
+    mode, device count, batch size, dataset size and network name. A record that does
+    not decode is skipped.
     """
     out: dict[str, Union[bool, int, float, str]] = {}
     for payload in RecordReader(path).read():
         try:
-            event = fields(payload)
-            train = first(event, 6, b"")
-            if not isinstance(train, bytes) or not train:
-                continue
-            lineage = fields(train)
-            hyper = fields(_bytes(first(lineage, 1)))
-            dataset = fields(_bytes(first(lineage, 2)))
-            algorithm = fields(_bytes(first(lineage, 3)))
-        except WireError:
+            out.update(_train_lineage(fields(payload)))
+        except (WireError, ValueError, OverflowError):
             continue
-        strings = {"optimizer": (hyper, 1), "loss_function": (hyper, 3)}
-        strings |= {"parallel_mode": (hyper, 5), "network": (algorithm, 1)}
-        for name, (msg, number) in strings.items():
-            if number in msg:
-                out[name] = text(msg, number)
-        ints = {"epoch": (hyper, 4), "device_num": (hyper, 6), "batch_size": (hyper, 8)}
-        ints["train_dataset_size"] = (dataset, 2)
-        for name, (msg, number) in ints.items():
-            if number in msg:
-                out[name] = signed(first(msg, number))
-        if 2 in hyper:
-            out["learning_rate"] = round(float32(first(hyper, 2)), 9)
     return out
 
 
-def _bytes(value: Union[int, bytes]) -> bytes:
-    return value if isinstance(value, bytes) else b""
+def _train_lineage(event: Fields) -> dict[str, Union[bool, int, float, str]]:
+    out: dict[str, Union[bool, int, float, str]] = {}
+    if 6 not in event:
+        return out
+    lineage = message(event, 6)
+    hyper, dataset, algorithm = message(lineage, 1), message(lineage, 2), message(lineage, 3)
+    strings = {"optimizer": (hyper, 1), "loss_function": (hyper, 3)}
+    strings |= {"parallel_mode": (hyper, 5), "network": (algorithm, 1)}
+    for name, (msg, number) in strings.items():
+        if number in msg:
+            out[name] = text(msg, number)
+    ints = {"epoch": (hyper, 4), "device_num": (hyper, 6), "batch_size": (hyper, 8)}
+    ints["train_dataset_size"] = (dataset, 2)
+    for name, (msg, number) in ints.items():
+        if number in msg:
+            out[name] = signed(first(msg, number))
+    if 2 in hyper:
+        out["learning_rate"] = round(float32(first(hyper, 2)), 9)
+    return out

@@ -18,18 +18,20 @@ classes, which TensorBoard itself reads.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from mindwatch.events.protowire import (
     Fields,
     Raw,
-    WireError,
     double,
     fields,
     first,
     float32,
+    message,
+    messages,
     signed,
     text,
+    uint,
     varints,
 )
 
@@ -40,6 +42,7 @@ _G_NODE, _G_PARAMETERS, _G_OUTPUTS, _G_CONSTS = 1, 3, 4, 5
 # NodeProto
 _N_INPUT, _N_NAME, _N_OP, _N_SCOPE, _N_ATTR, _N_OUT_TYPE, _N_FULL_NAME = 1, 2, 3, 4, 5, 6, 8
 _ATTR_TEXT_LIMIT = 200
+_MAX_VALUE_DEPTH = 8  # nested tuples deeper than this print as ...
 
 _TYPE_NAMES = {
     1: "bool",
@@ -62,29 +65,15 @@ _TYPE_NAMES = {
 }
 
 
-def _messages(msg: Fields, number: int) -> list[Fields]:
-    out = []
-    for raw in msg.get(number, []):
-        if not isinstance(raw, bytes):
-            raise WireError(f"field {number} is not a message")
-        out.append(fields(raw))
-    return out
-
-
-def _message(msg: Fields, number: int) -> Fields:
-    raw = first(msg, number)
-    return fields(raw) if isinstance(raw, bytes) else {}
-
-
-def _shapes(type_msg: Fields) -> list[list[int]]:
-    """Output shapes of a ``TypeProto``: one for a tensor, one per element of a tuple."""
+def _shapes(type_msg: Fields) -> list[Optional[list[int]]]:
+    """Output shapes of a ``TypeProto``: one per output; ``None`` where not a tensor."""
     if 2 in type_msg:  # tensor_type
-        shape = _message(_message(type_msg, 2), 2)
-        return [[signed(first(dim, 1, 0)) for dim in _messages(shape, 1)]]
+        shape = message(message(type_msg, 2), 2)
+        return [[signed(first(dim, 1, 0)) for dim in messages(shape, 1)]]
     if 3 in type_msg:  # sequence_type
-        out: list[list[int]] = []
-        for element in _messages(_message(type_msg, 3), 1):
-            out += _shapes(element)
+        out: list[Optional[list[int]]] = []
+        for element in messages(message(type_msg, 3), 1):
+            out += _shapes(element) or [None]
         return out
     return []
 
@@ -99,26 +88,30 @@ _SIMPLE_VALUES: dict[int, Callable[[Raw], str]] = {
 }
 
 
-def value_text(value: Fields) -> str:
+def value_text(value: Fields, depth: int = 0) -> str:
     """A ``ValueProto`` as short readable text (attribute and constant values)."""
+    if depth > _MAX_VALUE_DEPTH:
+        return "..."
     for number, render in _SIMPLE_VALUES.items():
         if number in value:
             return render(first(value, number))
-    dtype = int(first(value, 1, 0))
+    dtype = uint(value, 1)
     if 8 in value:
-        tensor = _message(value, 8)
+        tensor = message(value, 8)
         dims = [signed(d) for d in varints(tensor, 1)]
-        kind = _TYPE_NAMES.get(int(first(tensor, 2, 0)), "tensor")
+        kind = _TYPE_NAMES.get(uint(tensor, 2), "tensor")
         rendered = f"Tensor(shape={dims}, dtype={kind})"
     elif 18 in value:
-        items = [value_text(v) for v in _messages(value, 18)]
+        items = [value_text(v, depth + 1) for v in messages(value, 18)]
         opening, closing = ("[", "]") if dtype == 32 else ("(", ")")
         rendered = opening + ", ".join(items) + closing
     elif 19 in value:
-        pairs = [f"{text(p, 1)!r}: {value_text(_message(p, 2))}" for p in _messages(value, 19)]
+        pairs = [
+            f"{text(p, 1)!r}: {value_text(message(p, 2), depth + 1)}" for p in messages(value, 19)
+        ]
         rendered = "{" + ", ".join(pairs) + "}"
     elif 20 in value:
-        rendered = _TYPE_NAMES.get(int(first(_message(value, 20), 1, 0)), "type")
+        rendered = _TYPE_NAMES.get(uint(message(value, 20), 1), "type")
     else:
         rendered = _TYPE_NAMES.get(dtype, "") if dtype else ""
     return rendered
@@ -132,49 +125,53 @@ def graph_def_bytes(graph: bytes) -> bytes:
     from tensorboard.compat.proto.graph_pb2 import GraphDef
 
     msg = fields(graph)
-    nodes = _messages(msg, _G_NODE)
+    nodes = messages(msg, _G_NODE)
     leaves: dict[str, tuple[str, dict[str, str]]] = {}  # name -> (op, attributes)
-    for parameter in _messages(msg, _G_PARAMETERS):
+    for parameter in messages(msg, _G_PARAMETERS):
         attrs = {}
-        shapes = _shapes(_message(parameter, 2))
-        if shapes:
+        shapes = _shapes(message(parameter, 2))
+        if shapes and shapes[0] is not None:
             attrs["shape"] = str(shapes[0])
         leaves[text(parameter, 1)] = ("Parameter", attrs)
-    for const in _messages(msg, _G_CONSTS):
-        leaves[text(const, 1)] = ("Const", {"value": value_text(_message(const, 2))})
+    for const in messages(msg, _G_CONSTS):
+        leaves[text(const, 1)] = ("Const", {"value": value_text(message(const, 2))})
 
     # Operator names first: an input refers to an operator by its short name.
-    full_names: dict[str, str] = {}
+    names: list[str] = []
+    by_short_name: dict[str, str] = {}
     taken: set[str] = set()
-    for node in nodes:
+    for index, node in enumerate(nodes):
+        short = text(node, _N_NAME)
         name = text(node, _N_FULL_NAME)
         if not name:
             scope = text(node, _N_SCOPE)
-            name = f"{scope}/{text(node, _N_OP)}-{text(node, _N_NAME)}".lstrip("/")
+            op = text(node, _N_OP) or "Unknown"
+            name = f"{scope}/{op}-{short or index}".lstrip("/")
         name = _unique(name, taken)
-        full_names[text(node, _N_NAME)] = name
+        names.append(name)
+        if short:
+            by_short_name.setdefault(short, name)
 
     graph_def = GraphDef()
     placed: dict[str, str] = {}
-    for node in nodes:
-        name = full_names[text(node, _N_NAME)]
+    for name, node in zip(names, nodes):
         scope = name.rsplit("/", 1)[0] if "/" in name else ""
         node_def = graph_def.node.add(name=name, op=text(node, _N_OP) or "Unknown")
-        for edge in _messages(node, _N_INPUT):
+        for edge in messages(node, _N_INPUT):
             source = text(edge, 1)
-            if source in full_names:
-                target = full_names[source]
+            if source in by_short_name:
+                target = by_short_name[source]
             elif source in leaves:
                 if source not in placed:
                     placed[source] = _unique(f"{scope}/{source}".lstrip("/"), taken)
                 target = placed[source]
             else:
                 continue  # an input the graph does not define: drawn as nothing
-            control = int(first(edge, 2, 0)) == 1
+            control = uint(edge, 2) == 1
             node_def.input.append(f"^{target}" if control else target)
-        _set_shapes(node_def, _shapes(_message(node, _N_OUT_TYPE)))
-        for attribute in _messages(node, _N_ATTR):
-            rendered = value_text(_message(attribute, 2))
+        _set_shapes(node_def, _shapes(message(node, _N_OUT_TYPE)))
+        for attribute in messages(node, _N_ATTR):
+            rendered = value_text(message(attribute, 2))
             node_def.attr[text(attribute, 1)].s = rendered[:_ATTR_TEXT_LIMIT].encode()
     for source, name in placed.items():
         op, attrs = leaves[source]
@@ -185,14 +182,17 @@ def graph_def_bytes(graph: bytes) -> bytes:
     return serialized
 
 
-def _set_shapes(node_def: Any, shapes: list[list[int]]) -> None:
+def _set_shapes(node_def: Any, shapes: list[Optional[list[int]]]) -> None:
     if not shapes:
         return
     listed = node_def.attr["_output_shapes"].list
     for shape in shapes:
         proto = listed.shape.add()
+        if shape is None:
+            proto.unknown_rank = True
+            continue
         for size in shape:
-            proto.dim.add(size=size)
+            proto.dim.add(size=max(size, -1))  # -1: unknown (dynamic) size
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -19,18 +19,23 @@ __all__ = [
     "Fields",
     "Raw",
     "WireError",
+    "blob",
     "doubles",
     "fields",
     "first",
     "floats",
+    "message",
+    "messages",
     "signed",
     "text",
+    "uint",
     "varints",
 ]
 
 Raw = Union[int, bytes]
 Fields = dict[int, list[Raw]]
 
+_MASK64 = (1 << 64) - 1
 _unpack_d = struct.Struct("<d").unpack
 _unpack_f = struct.Struct("<f").unpack
 
@@ -48,7 +53,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result, pos
+            return result & _MASK64, pos  # as protobuf: a 10th byte's extra bits are dropped
         shift += 7
 
 
@@ -88,9 +93,46 @@ def first(msg: Fields, number: int, default: Raw = b"") -> Raw:
     return values[-1] if values else default
 
 
-def text(msg: Fields, number: int) -> str:
+def message(msg: Fields, number: int) -> Fields:
+    """A nested message field, decoded (empty if absent).
+
+    Several occurrences merge as protobuf merges them, which for the wire format is the
+    concatenation of their bytes.
+    """
+    parts = msg.get(number, [])
+    if any(not isinstance(part, bytes) for part in parts):
+        raise WireError(f"field {number} should be a message")
+    return fields(b"".join(part for part in parts if isinstance(part, bytes)))
+
+
+def messages(msg: Fields, number: int) -> list[Fields]:
+    """A repeated message field, each element decoded."""
+    out = []
+    for raw in msg.get(number, []):
+        if not isinstance(raw, bytes):
+            raise WireError(f"field {number} should be a message")
+        out.append(fields(raw))
+    return out
+
+
+def blob(msg: Fields, number: int) -> bytes:
+    """A ``bytes`` / ``string`` field's raw value (empty if absent)."""
     value = first(msg, number)
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else ""
+    if not isinstance(value, bytes):
+        raise WireError(f"field {number} should be length-delimited")
+    return value
+
+
+def text(msg: Fields, number: int) -> str:
+    return blob(msg, number).decode("utf-8", "replace")
+
+
+def uint(msg: Fields, number: int) -> int:
+    """A scalar varint field (``uint``, ``enum``, ``bool``), 0 if absent."""
+    value = first(msg, number, 0)
+    if not isinstance(value, int):
+        raise WireError(f"field {number} should be a varint")
+    return value
 
 
 def signed(value: Raw) -> int:

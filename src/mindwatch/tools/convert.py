@@ -22,7 +22,7 @@ from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread
 from mindwatch.events.writer import EventFileWriter
 from mindwatch.tools.logs import LogParser, Point
 
-__all__ = ["ConvertSummary", "convert_logs", "find_logs"]
+__all__ = ["ConvertSummary", "convert_logs", "find_logs", "log_destinations"]
 
 _WORKER = re.compile(r"worker_(\d+)\.log$")
 
@@ -70,6 +70,22 @@ class _Tail:
         return [line.decode("utf-8", "replace") for line in complete]
 
 
+def _ranks(sources: list[Path]) -> list[int]:
+    """The rank of each log: ``i`` of ``worker_<i>.log``, else its position."""
+    ranks = []
+    for index, path in enumerate(sources):
+        match = _WORKER.search(path.name)
+        ranks.append(int(match.group(1)) if match else index)
+    return ranks
+
+
+def log_destinations(sources: list[Path], dst: Path) -> list[Path]:
+    """The run folders :func:`convert_logs` writes for ``sources``."""
+    if len(sources) == 1:
+        return [dst]
+    return [dst, *(dst / f"rank_{rank}" for rank in _ranks(sources))]
+
+
 def convert_logs(
     sources: list[Path],
     dst: Path,
@@ -82,10 +98,7 @@ def convert_logs(
     """Convert ``sources`` (log files) into runs below ``dst``; see the module doc."""
     summary = ConvertSummary()
     several = len(sources) > 1
-    ranks = []
-    for index, path in enumerate(sources):
-        match = _WORKER.search(path.name)
-        ranks.append(int(match.group(1)) if match else index)
+    ranks = _ranks(sources)
     writers = [
         EventFileWriter(dst / f"rank_{rank}" if several else dst, flush_secs=0.5) for rank in ranks
     ]

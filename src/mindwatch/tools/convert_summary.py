@@ -10,7 +10,7 @@ MindSpore                 TensorBoard
 scalar                    scalar (wall time and step kept)
 histogram (buckets)       histogram / distribution; NaN and inf counts, which TensorBoard
                           cannot show in a histogram, as the scalar ``<tag>/nonfinite``
-                          at the steps where there are any
+                          from the first step that has any
 image                     image (the PNG as MindSpore encoded it)
 tensor                    one element: scalar; more: histogram of its values, and up to
                           1,000 values as a text table ``<tag>/values``
@@ -52,7 +52,6 @@ from mindwatch.events.msformat import (
     lineage_hparams,
 )
 from mindwatch.events.msgraph import graph_def_bytes
-from mindwatch.events.protowire import WireError
 from mindwatch.events.summaries import (
     bucket_histogram_value,
     histogram_value,
@@ -62,7 +61,13 @@ from mindwatch.events.summaries import (
 )
 from mindwatch.events.writer import EventFileWriter
 
-__all__ = ["SummaryConversion", "convert_summaries", "find_summary_folders", "tensorboard_tag"]
+__all__ = [
+    "SummaryConversion",
+    "convert_summaries",
+    "find_summary_folders",
+    "summary_destinations",
+    "tensorboard_tag",
+]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +117,12 @@ def find_summary_folders(source: Path) -> list[Path]:
     return found
 
 
+def summary_destinations(source: Path, dst: Path) -> list[Path]:
+    """The run folders :func:`convert_summaries` writes for ``source``."""
+    root = source.parent if source.is_file() else source
+    return [dst / folder.relative_to(root) for folder in find_summary_folders(source)]
+
+
 class _RunConverter:
     """One summary folder -> one TensorBoard run."""
 
@@ -122,7 +133,7 @@ class _RunConverter:
         self.writer = EventFileWriter(dst, flush_secs=0.5)
         self.readers: dict[str, SummaryFileReader] = {}
         self.hparams_written = False
-        self.graphs_seen = 0
+        self.nonfinite_tags: set[str] = set()
 
     def poll(self, out: SummaryConversion) -> None:
         try:
@@ -146,6 +157,12 @@ class _RunConverter:
             out.skipped.update(reader.skipped)
             if reader.corrupt_records:
                 out.skipped["damaged record"] += reader.corrupt_records
+            try:
+                unread = reader.records.path.stat().st_size - reader.records.offset
+            except OSError:
+                unread = 0
+            if unread > 0:  # a writer that died mid-record, or one still writing
+                out.skipped["incomplete last record"] += 1
         self.writer.close()
 
     def _write_lineage(self, names: list[str], out: SummaryConversion) -> None:
@@ -174,7 +191,8 @@ class _RunConverter:
             writer.add_values(item.step, [_histogram(tag, item)], item.wall_time)
             out.kinds["histograms"] += 1
             nonfinite = item.nan_count + item.pos_inf_count + item.neg_inf_count
-            if nonfinite:
+            if nonfinite or tag in self.nonfinite_tags:  # from the first one on, 0s too
+                self.nonfinite_tags.add(tag)
                 writer.add_scalar(f"{tag}/nonfinite", nonfinite, item.step, item.wall_time)
         elif isinstance(item, MsImage):
             tag = self._tag(item.tag, "image", out)
@@ -190,9 +208,9 @@ class _RunConverter:
         elif isinstance(item, MsGraph):
             try:
                 graph = graph_def_bytes(item.graph)
-            except WireError as exc:
+            except Exception as exc:  # WireError, and protobuf's errors for odd values
                 out.skipped["undecodable graph"] += 1
-                log.warning("mindwatch: %s: a graph does not decode (%s)", self.folder, exc)
+                log.warning("mindwatch: %s: a graph does not convert (%s)", self.folder, exc)
                 return
             writer.add_graph(graph, item.wall_time)
             out.kinds["graphs"] += 1
