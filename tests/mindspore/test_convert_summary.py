@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from mindwatch.events.msgraph import graph_def_bytes
 from mindwatch.events.protowire import WireError, fields
 from mindwatch.events.records import frame
 from mindwatch.tools.convert_summary import convert_summaries
+from tests.mindspore.test_demo_in_tensorboard import _free_port
 from tests.tbread import accumulator, same_float32
 
 pytestmark = pytest.mark.slow
@@ -325,12 +325,6 @@ def test_truncated_and_nonsense_records_are_counted_not_fatal(tmp_path: Path) ->
     items = list(reader.read())
     assert [(i.step, i.tag) for i in items] == [(3, "loss/auto"), (3, "loss/auto")]
     assert reader.skipped == {"undecodable record": 1}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_for(url: str, ready: Any, timeout: float = 120) -> Any:
