@@ -55,8 +55,32 @@ def _line(ax: Any, run: RunSummary, tag: str, i: int, label: str, **kw: Any) -> 
     return True
 
 
-def _label(run: RunSummary, runs: Sequence[RunSummary]) -> str:
-    return run.name if len(runs) > 1 else "train"
+def _label(run: RunSummary, runs: Sequence[RunSummary], single: str = "train") -> str:
+    """A curve's legend: the run's name when several runs overlay, else ``single``."""
+    return run.name if len(runs) > 1 else single
+
+
+def _series_chart(
+    runs: Sequence[RunSummary],
+    tag: str,
+    key: str,
+    title: str,
+    caption: str,
+    *,
+    ylabel: str,
+    single: str,
+    log: bool = False,
+) -> Chart:
+    """A chart of one tag's curve per run."""
+
+    def draw(fig: Any) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        for i, run in enumerate(runs):
+            _line(ax, run, tag, i, _label(run, runs, single))
+        ax.set_ylabel(ylabel)
+        _finish(ax, log=log)
+
+    return Chart(key, title, caption, draw)
 
 
 def _finish(ax: Any, *, xlabel: str = "step", log: bool = False) -> None:
@@ -107,21 +131,23 @@ def charts(runs: Sequence[RunSummary]) -> list[Chart]:
             )
         )
     if has("train/lr"):
-
-        def draw_lr(fig: Any) -> None:
-            ax = fig.add_subplot(1, 1, 1)
-            for i, run in enumerate(runs):
-                _line(ax, run, "train/lr", i, run.name if len(runs) > 1 else "lr")
-            ax.set_ylabel("learning rate")
-            _finish(ax)
-
-        out.append(Chart("lr", "Learning rate", "train/lr, the rate the optimizer used.", draw_lr))
+        out.append(
+            _series_chart(
+                runs,
+                "train/lr",
+                "lr",
+                "Learning rate",
+                "train/lr, the rate the optimizer used.",
+                ylabel="learning rate",
+                single="lr",
+            )
+        )
     if has("train/grad_norm"):
 
         def draw_grad(fig: Any) -> None:
             curve, hist = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
             for i, run in enumerate(runs):
-                _line(curve, run, "train/grad_norm", i, run.name if len(runs) > 1 else "")
+                _line(curve, run, "train/grad_norm", i, _label(run, runs, ""))
                 series = run.get("train/grad_norm")
                 if series is not None and len(series.finite()):
                     hist.hist(series.finite(), bins=40, color=_color(i), alpha=0.6)
@@ -145,7 +171,7 @@ def charts(runs: Sequence[RunSummary]) -> list[Chart]:
         def draw_throughput(fig: Any) -> None:
             ax = fig.add_subplot(1, 1, 1)
             for i, run in enumerate(runs):
-                _line(ax, run, tag, i, run.name if len(runs) > 1 else tag[5:])
+                _line(ax, run, tag, i, _label(run, runs, tag[5:]))
                 name = tag[5:]
                 low, high = run.get(f"ranks/{name}_min"), run.get(f"ranks/{name}_max")
                 if low is not None and high is not None and len(low) == len(high):
@@ -169,15 +195,18 @@ def charts(runs: Sequence[RunSummary]) -> list[Chart]:
             )
         )
     if has("perf/step_time_ms"):
-
-        def draw_step(fig: Any) -> None:
-            ax = fig.add_subplot(1, 1, 1)
-            for i, run in enumerate(runs):
-                _line(ax, run, "perf/step_time_ms", i, run.name if len(runs) > 1 else "step")
-            ax.set_ylabel("step time (ms)")
-            _finish(ax, log=True)
-
-        out.append(Chart("step_time", "Step time", "perf/step_time_ms.", draw_step))
+        out.append(
+            _series_chart(
+                runs,
+                "perf/step_time_ms",
+                "step_time",
+                "Step time",
+                "perf/step_time_ms.",
+                ylabel="step time (ms)",
+                single="step",
+                log=True,
+            )
+        )
     for run in runs:
         norms = run.facts.get("param_norms")
         if not norms:
