@@ -20,6 +20,8 @@ from typing import Optional
 import numpy as np
 import numpy.typing as npt
 
+from mindwatch.events.protowire import read_varint
+
 __all__ = ["Decoded", "decode_uniform_groups"]
 
 _MIN_GROUP = 16  # smaller groups: protobuf is as fast and simpler
@@ -38,19 +40,6 @@ class Decoded:
     wall: npt.NDArray[np.float64]
     value: npt.NDArray[np.float64]
     tags: list[str]
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("bad varint")
-        byte = data[pos]
-        result |= (byte & 0x7F) << shift
-        pos += 1
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
 
 
 @dataclass
@@ -75,18 +64,18 @@ def _layout(payload: bytes) -> Optional[_Layout]:
     try:
         # wall_time (field 1, fixed64), then step (field 2, varint)
         _expect(len(payload) >= 12 and payload[0] == 0x09 and payload[9] == 0x10)
-        _, pos = _varint(payload, 10)
+        _, pos = read_varint(payload, 10)
         step_len = pos - 10
         _expect(pos < len(payload) and payload[pos] == 0x2A)  # summary, field 5
-        size, pos = _varint(payload, pos + 1)
+        size, pos = read_varint(payload, pos + 1)
         _expect(pos + size == len(payload))
         floats, tags = [], []
         while pos < len(payload):
             _expect(payload[pos] == 0x0A)  # Summary.value, field 1
-            value_len, pos = _varint(payload, pos + 1)
+            value_len, pos = read_varint(payload, pos + 1)
             end = pos + value_len
             _expect(payload[pos] == 0x0A)  # Value.tag, field 1
-            tag_len, pos = _varint(payload, pos + 1)
+            tag_len, pos = read_varint(payload, pos + 1)
             tags.append(payload[pos : pos + tag_len].decode("utf-8"))
             pos += tag_len
             # Value.simple_value (field 2, float) and nothing else

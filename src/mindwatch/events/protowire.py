@@ -26,6 +26,7 @@ __all__ = [
     "floats",
     "message",
     "messages",
+    "read_varint",
     "signed",
     "text",
     "uint",
@@ -44,7 +45,8 @@ class WireError(ValueError):
     """The bytes are not a well-formed protobuf message."""
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``data[pos:]`` and the position after it (WireError if damaged)."""
     result = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
@@ -67,15 +69,15 @@ def fields(data: bytes) -> Fields:
     out: Fields = {}
     pos, end = 0, len(data)
     while pos < end:
-        key, pos = _varint(data, pos)
+        key, pos = read_varint(data, pos)
         number, wire = key >> 3, key & 7
         value: Raw
         if wire == 0:
-            value, pos = _varint(data, pos)
+            value, pos = read_varint(data, pos)
         elif wire == 1:
             value, pos = data[pos : pos + 8], pos + 8
         elif wire == 2:
-            length, pos = _varint(data, pos)
+            length, pos = read_varint(data, pos)
             value, pos = data[pos : pos + length], pos + length
         elif wire == 5:
             value, pos = data[pos : pos + 4], pos + 4
@@ -185,6 +187,6 @@ def varints(msg: Fields, number: int) -> list[int]:
             continue
         pos = 0
         while pos < len(value):
-            number_, pos = _varint(value, pos)
+            number_, pos = read_varint(value, pos)
             out.append(number_)
     return out
