@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Optional
+
+from mindwatch._json import json_float
 
 __all__ = ["CAUSES", "Alert", "Severity", "severity_rank"]
 
@@ -100,10 +101,8 @@ class Alert:
         data.update(extra)
         for name in ("value", "baseline"):
             number = data.get(name)
-            if isinstance(number, float) and not math.isfinite(number):
-                # JSON has no NaN/Infinity: protobuf's JSON mapping uses these strings.
-                sign = "Infinity" if number > 0 else "-Infinity"
-                data[name] = "NaN" if math.isnan(number) else sign
+            if isinstance(number, float):
+                data[name] = json_float(number)
         return {k: v for k, v in data.items() if v is not None and v != []}
 
     def to_json(self) -> str:

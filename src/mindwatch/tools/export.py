@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from mindwatch._json import json_float
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -15,15 +16,6 @@ __all__ = ["FORMATS", "export_scalars"]
 
 Format = Literal["csv", "parquet", "jsonl"]
 FORMATS: tuple[Format, ...] = ("csv", "parquet", "jsonl")
-_NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
-
-
-def _json_number(value: float) -> object:
-    """Protobuf's JSON mapping for floats: NaN and infinities as strings, so every line
-    stays valid JSON and nothing is lost."""
-    if math.isnan(value):
-        return "NaN"
-    return _NONFINITE.get(value, value)
 
 
 def export_scalars(frame: pd.DataFrame, path: Path, fmt: Format) -> None:
@@ -50,7 +42,7 @@ def export_scalars(frame: pd.DataFrame, path: Path, fmt: Format) -> None:
                     "tag": tag,
                     "step": int(step),
                     "wall_time": wall,
-                    "value": _json_number(value),
+                    "value": json_float(value),
                 }
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
     else:  # pragma: no cover - the CLI validates

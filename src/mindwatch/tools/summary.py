@@ -7,7 +7,6 @@ each bucket's minimum and maximum so a one-step spike stays visible).
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
+from mindwatch._json import json_float
 from mindwatch.events.reader import find_runs
 
 if TYPE_CHECKING:
@@ -61,10 +61,7 @@ class RunSummary:
 def _clean(value: Any) -> Any:
     """JSON has no NaN or infinity: they become strings, as in protobuf's JSON mapping."""
     if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
+        return json_float(value)
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, list):
