@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunInfo", "package_versions", "process_alive"]
+__all__ = ["RUN_FILE", "RunInfo", "package_versions", "process_alive", "read_run_info"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,15 @@ RUN_FILE = "run.json"
 _PROCESS = uuid.uuid4().hex
 _tmp_counter = itertools.count()
 _PACKAGES = ("mindwatch", "mindspore", "mindformers", "tensorboard", "numpy", "protobuf")
+
+
+def read_run_info(folder: Path) -> dict[str, Any]:
+    """A run folder's ``run.json``; empty if it is missing, damaged or being rewritten."""
+    try:
+        data = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def package_versions() -> dict[str, str]:

@@ -8,7 +8,6 @@ would have a person do by hand.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -16,10 +15,11 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
+from mindwatch.events.msformat import is_summary_file
 from mindwatch.events.reader import event_files, find_runs
-from mindwatch.runinfo import process_alive
+from mindwatch.runinfo import process_alive, read_run_info
 
 __all__ = ["Finding", "diagnose"]
 
@@ -191,7 +191,7 @@ def _filesystem(logdir: Path) -> Finding:
 
 
 def _no_event_files(logdir: Path) -> list[Finding]:
-    ms_files = [p for p in logdir.rglob("*_MS") if p.is_file()]
+    ms_files = [p for p in logdir.rglob("*_MS") if p.is_file() and is_summary_file(p.name)]
     if ms_files:
         return [
             Finding(
@@ -295,11 +295,7 @@ def _same_named(root: Path, name: str, exclude: Path, depth: int = 4) -> list[Pa
 
 def _run(name: str, folder: Path) -> list[Finding]:
     findings: list[Finding] = []
-    info: dict[str, Any] = {}
-    try:
-        info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        info = {}
+    info = read_run_info(folder)
     newest = max((folder / f).stat().st_mtime for f in event_files(folder))
     age = time.time() - newest
     status = info.get("status")

@@ -16,6 +16,7 @@ import numpy as np
 
 from mindwatch._json import json_float
 from mindwatch.events.reader import find_runs
+from mindwatch.runinfo import read_run_info
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,14 +83,6 @@ def _stats(values: np.ndarray) -> Optional[dict[str, float]]:
     }
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _alerts(path: Path) -> list[dict[str, Any]]:
     alerts = []
     try:
@@ -129,7 +122,7 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
         run = RunSummary(
             name=name if name != "." else logdir.resolve().name,
             folder=folder,
-            info=_read_json(folder / "run.json"),
+            info=read_run_info(folder),
             series=series,
             alerts=_alerts(folder / "alerts.jsonl"),
         )

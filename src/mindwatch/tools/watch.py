@@ -28,6 +28,7 @@ from mindwatch.alerts.model import CAUSES, Alert
 from mindwatch.config import AlertSettings
 from mindwatch.events.reader import RunReader, Scalar, find_runs
 from mindwatch.rules import RuleEngine
+from mindwatch.runinfo import read_run_info
 
 __all__ = ["STATE_FILE", "Watcher"]
 
@@ -169,10 +170,7 @@ class Watcher:
 
     @staticmethod
     def _status(folder: Path) -> Optional[str]:
-        try:
-            status = json.loads((folder / "run.json").read_text(encoding="utf-8")).get("status")
-        except (OSError, ValueError, AttributeError):
-            return None
+        status = read_run_info(folder).get("status")
         return str(status) if status else None
 
     def save(self) -> None:
