@@ -269,30 +269,23 @@ def watch_command(
     state in a small file so repeated calls never report the same event twice.
     Exit status: 0 no new alerts, 1 new alerts, 2 error.
     """
-    from mindwatch.config import ConfigError, MonitorConfig
+    from mindwatch.alerts.notify import build_dispatcher
+    from mindwatch.config import AlertSettings, ConfigError, MonitorConfig
     from mindwatch.tools.watch import STATE_FILE, Watcher
 
     root = _logdir(logdir)
     try:
-        settings = MonitorConfig.from_any(config_path).alerts if config_path else None
+        settings = MonitorConfig.from_any(config_path).alerts if config_path else AlertSettings()
     except (ConfigError, OSError) as exc:
         raise InputError(str(exc)) from exc
     if stall_secs is not None:
-        base = settings or MonitorConfig().alerts
-        stall = base.stall.model_copy(update={"seconds": stall_secs})
-        settings = base.model_copy(update={"stall": stall})
+        stall = settings.stall.model_copy(update={"seconds": stall_secs})
+        settings = settings.model_copy(update={"stall": stall})
     try:
         watcher = Watcher(root, settings, state_path=state_path or root / STATE_FILE)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
-    from mindwatch.alerts.notify import Dispatcher, build_notifier
-
-    rules = settings or MonitorConfig().alerts
-    dispatcher = None
-    if rules.notify:
-        timeout = rules.delivery.timeout
-        notifiers = [build_notifier(n, timeout) for n in rules.notify]
-        dispatcher = Dispatcher(notifiers, rules.delivery)
+    dispatcher = build_dispatcher(settings)
     total = 0
     try:
         while True:

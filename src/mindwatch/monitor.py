@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from mindwatch.aggregate import (
     AggregationError,
@@ -38,7 +38,6 @@ from mindwatch.aggregate import (
     env_rank_and_world,
 )
 from mindwatch.alerts import Alert, AlertLog
-from mindwatch.alerts.notify import Dispatcher, build_notifier
 from mindwatch.alerts.sinks import ALERTS_FILE
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events import EventFileWriter, lifecycle
@@ -52,6 +51,9 @@ from mindwatch.progress import ProgressReporter
 from mindwatch.rules import RuleEngine
 from mindwatch.rundir import make_run_dir
 from mindwatch.runinfo import RunInfo
+
+if TYPE_CHECKING:
+    from mindwatch.alerts.notify import Dispatcher
 
 __all__ = ["Monitor"]
 
@@ -248,10 +250,10 @@ class Monitor:
         if cfg.alerts.enabled and self._own is not None:
             self._engine = RuleEngine(cfg.alerts, run=self.logdir.name, rank=self.rank)
             self._alert_log = AlertLog(self._own.logdir / ALERTS_FILE)
-            if cfg.alerts.notify:
-                timeout = cfg.alerts.delivery.timeout
-                notifiers = [build_notifier(n, timeout) for n in cfg.alerts.notify]
-                self._dispatcher = Dispatcher(notifiers, cfg.alerts.delivery)
+            if cfg.alerts.notify:  # smtplib, urllib...: imported only when needed
+                from mindwatch.alerts.notify import build_dispatcher
+
+                self._dispatcher = build_dispatcher(cfg.alerts)
         lifecycle.register(self)
 
     def _open_writer(self, folder: Path) -> EventFileWriter:

@@ -108,11 +108,15 @@ class Alert:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
 
-    def line(self) -> str:
-        """One line for a console or a log."""
+    def where(self) -> str:
+        """``step S[, rank R][, batch B]``."""
         where = f"step {self.step}"
         if self.rank is not None:
             where += f", rank {self.rank}"
         if self.batch is not None:
             where += f", batch {self.batch}"
-        return f"[{self.severity}] {self.rule} at {where}: {self.message}"
+        return where
+
+    def line(self) -> str:
+        """One line for a console or a log."""
+        return f"[{self.severity}] {self.rule} at {self.where()}: {self.message}"

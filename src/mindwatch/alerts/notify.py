@@ -33,9 +33,16 @@ from email.message import EmailMessage
 from typing import Any, Optional
 
 from mindwatch.alerts.model import Alert, severity_rank
-from mindwatch.config import DeliverySettings, NotifierSettings
+from mindwatch.config import AlertSettings, DeliverySettings, NotifierSettings
 
-__all__ = ["Dispatcher", "Notifier", "build_notifier", "dingtalk_sign", "feishu_sign"]
+__all__ = [
+    "Dispatcher",
+    "Notifier",
+    "build_dispatcher",
+    "build_notifier",
+    "dingtalk_sign",
+    "feishu_sign",
+]
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +79,7 @@ def feishu_sign(secret: str, timestamp_s: int) -> str:
 
 def _text(alert: Alert) -> str:
     lines = [f"[mindwatch] {alert.severity.upper()} {alert.rule}: {alert.message}"]
-    where = f"run {alert.run}, step {alert.step}" if alert.run else f"step {alert.step}"
-    if alert.rank is not None:
-        where += f", rank {alert.rank}"
-    if alert.batch is not None:
-        where += f", batch {alert.batch}"
-    lines.append(where)
+    lines.append((f"run {alert.run}, " if alert.run else "") + alert.where())
     if alert.causes:
         lines.append("check: " + "; ".join(alert.causes[:3]))
     return "\n".join(lines)
@@ -99,6 +101,13 @@ class Notifier:
 
     def send(self, alert: Alert) -> None:
         raise NotImplementedError
+
+    def _url(self) -> str:
+        """The webhook URL, from its environment variable or the config."""
+        url = _secret(self.settings.url, self.settings.url_env, "URL", self.name)
+        if url is None:  # the config model requires url or url_env for webhook kinds
+            raise NotifyError(f"{self.name}: no URL configured", retry=False)
+        return url
 
     def _post(self, url: str, payload: dict[str, Any]) -> None:
         body = json.dumps(payload, ensure_ascii=False).encode()
@@ -122,8 +131,7 @@ class WebhookNotifier(Notifier):
     """Generic webhook: the alert's JSON object, as in ``alerts.jsonl``."""
 
     def send(self, alert: Alert) -> None:
-        url = _secret(self.settings.url, self.settings.url_env, "URL", self.name)
-        assert url is not None
+        url = self._url()
         self._post(url, {"source": "mindwatch", **alert.to_dict()})
 
 
@@ -132,8 +140,7 @@ class DingTalkNotifier(Notifier):
 
     def send(self, alert: Alert) -> None:
         s = self.settings
-        url = _secret(s.url, s.url_env, "URL", self.name)
-        assert url is not None
+        url = self._url()
         secret = _secret(s.secret, s.secret_env, "signing secret", self.name)
         if secret:
             stamp = int(time.time() * 1000)
@@ -151,8 +158,7 @@ class FeishuNotifier(Notifier):
 
     def send(self, alert: Alert) -> None:
         s = self.settings
-        url = _secret(s.url, s.url_env, "URL", self.name)
-        assert url is not None
+        url = self._url()
         payload: dict[str, Any] = {"msg_type": "text", "content": {"text": _text(alert)}}
         secret = _secret(s.secret, s.secret_env, "signing secret", self.name)
         if secret:
@@ -165,8 +171,7 @@ class WeComNotifier(Notifier):
     """WeCom (Enterprise WeChat) group robot (markdown); its key is in the URL."""
 
     def send(self, alert: Alert) -> None:
-        url = _secret(self.settings.url, self.settings.url_env, "URL", self.name)
-        assert url is not None
+        url = self._url()
         self._post(url, {"msgtype": "markdown", "markdown": {"content": _text(alert)}})
 
 
@@ -174,8 +179,7 @@ class SlackNotifier(Notifier):
     """Slack incoming webhook."""
 
     def send(self, alert: Alert) -> None:
-        url = _secret(self.settings.url, self.settings.url_env, "URL", self.name)
-        assert url is not None
+        url = self._url()
         self._post(url, {"text": _text(alert)})
 
 
@@ -223,6 +227,14 @@ _KINDS: dict[str, type[Notifier]] = {
 
 def build_notifier(settings: NotifierSettings, timeout: float) -> Notifier:
     return _KINDS[settings.kind](settings, timeout)
+
+
+def build_dispatcher(alerts: AlertSettings) -> Optional[Dispatcher]:
+    """A dispatcher for the configured notifiers, or None when there are none."""
+    if not alerts.notify:
+        return None
+    timeout = alerts.delivery.timeout
+    return Dispatcher([build_notifier(n, timeout) for n in alerts.notify], alerts.delivery)
 
 
 class Dispatcher:
