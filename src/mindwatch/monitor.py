@@ -36,6 +36,7 @@ from mindwatch.aggregate import (
     Collective,
     ReductionTable,
     env_rank_and_world,
+    rank_folder,
 )
 from mindwatch.alerts import Alert, AlertLog
 from mindwatch.alerts.sinks import ALERTS_FILE
@@ -189,7 +190,7 @@ class Monitor:
         if self.rank == 0:
             self._writer = self._open_writer(self.logdir)
         if (reduced and cfg.per_rank) or (self.rank != 0 and not reduced):
-            folder = self.logdir if self._own_run_folder else self.logdir / f"rank_{self.rank}"
+            folder = self.logdir if self._own_run_folder else self.logdir / rank_folder(self.rank)
             self._rank_writer = self._open_writer(folder)
         # Where the values nobody reduces go (histograms, text, eval, log_scalars).
         self._own = self._writer if self.rank == 0 else (None if reduced else self._rank_writer)
@@ -568,7 +569,7 @@ class Monitor:
             self._run.write()
         if self.rank != 0 and self._rank_writer is None and self._aggregator is not None:
             try:
-                self._rank_writer = self._open_writer(self.logdir / f"rank_{self.rank}")
+                self._rank_writer = self._open_writer(self.logdir / rank_folder(self.rank))
             except LogDirError as exc:
                 log.warning("mindwatch: rank %d cannot write its own values: %s", self.rank, exc)
                 return

@@ -8,7 +8,7 @@ timeout (:mod:`.collective`) -> reduced values and the spread across ranks
 
 from mindwatch.aggregate.aggregator import Aggregator
 from mindwatch.aggregate.collective import AggregationError, Collective, CollectiveGuard
-from mindwatch.aggregate.ranks import env_rank_and_world
+from mindwatch.aggregate.ranks import env_rank_and_world, rank_folder, rank_of_run
 from mindwatch.aggregate.reductions import Reduction, ReductionTable
 
 __all__ = [
@@ -19,4 +19,6 @@ __all__ = [
     "Reduction",
     "ReductionTable",
     "env_rank_and_world",
+    "rank_folder",
+    "rank_of_run",
 ]

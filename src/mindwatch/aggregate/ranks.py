@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+from typing import Optional
 
-__all__ = ["env_rank_and_world"]
+__all__ = ["env_rank_and_world", "rank_folder", "rank_of_run"]
 
 log = logging.getLogger(__name__)
+
+_RANK_RUN = re.compile(r"(?:^|/)rank_(\d+)$")
+
+
+def rank_folder(rank: int) -> str:
+    """The name of rank ``rank``'s own folder inside a run (a TensorBoard sub-run)."""
+    return f"rank_{rank}"
+
+
+def rank_of_run(name: str) -> Optional[int]:
+    """The rank a run name (``job/rank_3``) is the folder of, or None."""
+    match = _RANK_RUN.search(name)
+    return int(match.group(1)) if match else None
 
 
 def env_rank_and_world() -> tuple[int, int]:

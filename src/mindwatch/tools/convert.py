@@ -18,6 +18,7 @@ from typing import Optional
 
 import numpy as np
 
+from mindwatch.aggregate.ranks import rank_folder
 from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
 from mindwatch.events.writer import EventFileWriter
 from mindwatch.tools.logs import LogParser, Point
@@ -83,7 +84,7 @@ def log_destinations(sources: list[Path], dst: Path) -> list[Path]:
     """The run folders :func:`convert_logs` writes for ``sources``."""
     if len(sources) == 1:
         return [dst]
-    return [dst, *(dst / f"rank_{rank}" for rank in _ranks(sources))]
+    return [dst, *(dst / rank_folder(rank) for rank in _ranks(sources))]
 
 
 def convert_logs(
@@ -100,9 +101,10 @@ def convert_logs(
     several = len(sources) > 1
     ranks = _ranks(sources)
     writers = [
-        EventFileWriter(dst / f"rank_{rank}" if several else dst, flush_secs=0.5) for rank in ranks
+        EventFileWriter(dst / rank_folder(rank) if several else dst, flush_secs=0.5)
+        for rank in ranks
     ]
-    summary.runs = [f"rank_{rank}" for rank in ranks] if several else ["."]
+    summary.runs = [rank_folder(rank) for rank in ranks] if several else ["."]
     global_writer = EventFileWriter(dst, flush_secs=0.5) if several else None
     if several:
         summary.runs.insert(0, ".")

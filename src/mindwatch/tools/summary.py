@@ -7,7 +7,6 @@ each bucket's minimum and maximum so a one-step spike stays visible).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy as np
 
 from mindwatch._json import json_float
+from mindwatch.aggregate.ranks import rank_of_run
 from mindwatch.events.reader import find_runs
 from mindwatch.runinfo import read_run_info
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["RunSummary", "Series", "downsample", "summarize"]
-
-_RANK_DIR = re.compile(r"(^|/)rank_\d+$")
 
 
 @dataclass
@@ -110,7 +108,7 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
     for key, group in frame.groupby("run", sort=True):
         name = str(key)
         parent = name.rsplit("/", 1)[0] if "/" in name else "."
-        if _RANK_DIR.search(name) and parent in names:
+        if rank_of_run(name) is not None and parent in names:
             continue
         folder = logdir if name == "." else logdir / name
         series = {}

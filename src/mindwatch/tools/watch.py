@@ -18,12 +18,12 @@ import json
 import logging
 import math
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from mindwatch.aggregate.ranks import rank_of_run
 from mindwatch.alerts.model import CAUSES, Alert
 from mindwatch.config import AlertSettings
 from mindwatch.events.reader import RunReader, Scalar, find_runs
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 
 STATE_FILE = ".mindwatch-watch.json"
 _STATE_VERSION = 1
-_RANK_FOLDER = re.compile(r"(?:^|/)rank_(\d+)$")
 _DONE = ("finished", "failed", "terminated")
 
 
@@ -88,11 +87,10 @@ class Watcher:
         run = self._runs.get(name)
         if run is not None:
             return run
-        match = _RANK_FOLDER.search(name)
         engine = RuleEngine(
             self.settings,
             run=folder.name if name == "." else name,
-            rank=int(match.group(1)) if match else 0,  # a run's own folder is rank 0's
+            rank=rank_of_run(name) or 0,  # a run's own folder is rank 0's
         )
         reader = RunReader(folder)
         run = _Run(name, folder, reader, engine)
