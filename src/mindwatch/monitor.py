@@ -489,17 +489,10 @@ class Monitor:
         engine, alert_log = self._engine, self._alert_log
         if engine is None or alert_log is None:
             return
-        observed = dict(values)
-        epoch = observed.get("train/epoch")
         batch = (step - 1) % self.steps_per_epoch if self.steps_per_epoch else None
         with self._alert_lock:
             try:
-                raised = engine.observe(
-                    step,
-                    observed,
-                    epoch=int(epoch) if epoch is not None and math.isfinite(epoch) else None,
-                    batch=batch,
-                )
+                raised = engine.observe(step, dict(values), batch=batch)
             except Exception as exc:  # a rule bug must not take training down
                 log.warning("mindwatch: the anomaly rules failed at step %d: %r", step, exc)
                 self._engine = None

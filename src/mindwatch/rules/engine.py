@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from mindwatch.alerts.model import CAUSES, Alert, severity_rank
 from mindwatch.config import AlertSettings
+from mindwatch.metrics.tags import tag_for
 from mindwatch.rules.builtin import (
     DivergenceRule,
     EvalReboundRule,
@@ -21,6 +22,8 @@ from mindwatch.rules.builtin import (
 )
 
 __all__ = ["RuleEngine", "build_rules"]
+
+EPOCH_TAG = tag_for("epoch")  # train/epoch, as the monitor logs it
 
 
 def build_rules(settings: AlertSettings) -> list[Rule]:
@@ -64,10 +67,15 @@ class RuleEngine:
         step: int,
         values: Mapping[str, float],
         *,
-        epoch: Optional[int] = None,
         batch: Optional[int] = None,
     ) -> list[Alert]:
+        """The alerts ``values`` at ``step`` raise (after cooldowns); the alerts' epoch
+        is the step's ``train/epoch`` value when it has one."""
         alerts = []
+        logged_epoch = values.get(EPOCH_TAG)
+        epoch = None
+        if logged_epoch is not None and math.isfinite(logged_epoch):
+            epoch = int(logged_epoch)
         for rule in self.rules:
             for finding in rule.observe(step, values):
                 rank = self._rank(finding.metric, values)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -135,10 +134,7 @@ class Watcher:
         return alerts
 
     def _observe(self, run: _Run, step: int, values: dict[str, float]) -> list[Alert]:
-        epoch = values.get("train/epoch")
-        found = run.engine.observe(
-            step, values, epoch=int(epoch) if epoch is not None and math.isfinite(epoch) else None
-        )
+        found = run.engine.observe(step, values)
         run.alerts += len(found)
         return found
 
