@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -40,15 +40,12 @@ _DONE = ("finished", "failed", "terminated")
 
 @dataclass
 class _Run:
-    name: str
     folder: Path
     reader: RunReader
     engine: RuleEngine
     last_wall: Optional[float] = None
     last_step: Optional[int] = None
     stalled: bool = False
-    alerts: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Watcher:
@@ -92,7 +89,7 @@ class Watcher:
             rank=rank_of_run(name) or 0,  # a run's own folder is rank 0's
         )
         reader = RunReader(folder)
-        run = _Run(name, folder, reader, engine)
+        run = _Run(folder, reader, engine)
         saved = self._saved.get(name)
         if saved:
             reader.seek(saved.get("offsets", {}), saved.get("plugins"))
@@ -122,7 +119,7 @@ class Watcher:
             if not isinstance(item, Scalar):
                 continue
             if step is not None and item.step != step:
-                alerts += self._observe(run, step, values)
+                alerts += run.engine.observe(step, values)
                 values = {}
             step = item.step
             values[item.tag] = item.value
@@ -130,13 +127,8 @@ class Watcher:
             run.last_step = item.step
             run.stalled = False  # new data: a stall can be reported again later
         if step is not None:
-            alerts += self._observe(run, step, values)
+            alerts += run.engine.observe(step, values)
         return alerts
-
-    def _observe(self, run: _Run, step: int, values: dict[str, float]) -> list[Alert]:
-        found = run.engine.observe(step, values)
-        run.alerts += len(found)
-        return found
 
     def _stall(self, run: _Run, now: float) -> list[Alert]:
         settings = self.settings.stall
