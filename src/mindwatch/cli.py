@@ -588,14 +588,19 @@ def _print_checks(checks: list[Any], *, passed: bool) -> None:
             result,
             check.detail,
         )
-    console = Console(highlight=False, markup=False, emoji=False)
+    _echo_table(Console(highlight=False, markup=False, emoji=False), table)
+    bad = [c.name for c in checks if c.status == "regression"]
+    click.echo("within tolerance" if passed else f"regression: {', '.join(bad)}")
+
+
+def _echo_table(console: Any, table: Any) -> None:
+    """Print a rich table through click; in a pipe or a file as plain text, rows never
+    wrapped and no trailing blanks."""
     if not console.is_terminal:
         console.width = 1000
     with console.capture() as captured:
         console.print(table)
     click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
-    bad = [c.name for c in checks if c.status == "regression"]
-    click.echo("within tolerance" if passed else f"regression: {', '.join(bad)}")
 
 
 def _no_mindspore(exc: Optional[BaseException]) -> str:
@@ -699,11 +704,8 @@ def runs_command(
         table = runtools.runs_table(found, now=now, with_action=policy)
         if console.is_terminal:
             console.print(table)
-        else:  # a pipe or a file: plain text, rows never wrapped, no trailing blanks
-            console.width = 1000
-            with console.capture() as captured:
-                console.print(table)
-            click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+        else:
+            _echo_table(console, table)
         _print_summary(console, found, marked, failed, yes=yes, policy=policy, max_size=max_size)
     for name, error in failed.items():
         click.echo(

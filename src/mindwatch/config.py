@@ -609,8 +609,6 @@ class MonitorConfig(BaseModel):
     @field_validator("target")
     @classmethod
     def _valid_regexes(cls, value: list[str]) -> list[str]:
-        import re
-
         for pattern in value:
             try:
                 re.compile(pattern)

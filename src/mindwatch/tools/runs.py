@@ -46,14 +46,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Optional
 
 from mindwatch.events.writer import EVENT_FILE_PREFIX
 from mindwatch.runinfo import RUN_FILE
 from mindwatch.runinfo import process_alive as pid_alive
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = [
     "DEFAULT_ACTIVE_SECS",
@@ -268,6 +268,9 @@ def _local(timestamp: float) -> str:
 
 def runs_table(runs: list[Run], *, now: float, with_action: bool) -> Table:
     """The listing as a rich table: colour on a terminal, aligned plain text in a pipe."""
+    from rich.table import Table
+    from rich.text import Text  # rich only when a table is drawn, not on every CLI call
+
     table = Table(box=None, pad_edge=False, header_style="bold")
     for header, justify in [("run", "left"), ("status", "left"), ("steps", "right")]:
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
