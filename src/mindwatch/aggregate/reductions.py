@@ -174,38 +174,34 @@ def reduce_values(
             if -world <= rank < world:
                 chosen[rank] = True
         use = present & chosen[:, None]
-    count = use.sum(axis=0)
-    none = count == 0
-    filled = np.where(use, values, 0.0)
+    none = use.sum(axis=0) == 0
+    counted = ~none
     kind = reduction.kind
+    if kind == "once":
+        first = np.argmax(use, axis=0)
+        return np.where(none, np.nan, values[first, np.arange(steps)]), None, counted
+    # The spread's min, max and mean are the min, max and (unweighted) mean reductions.
+    spread = _spread(values, use)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         if kind == "mean":
-            result = filled.sum(axis=0) / np.maximum(count, 1)
+            result = spread[2]
             if weights is not None:
                 usable = use & (weights > 0)
                 weighted = (usable == use).all(axis=0) & ~none
                 if weighted.any():
                     w = np.where(usable, weights, 0.0)
+                    filled = np.where(use, values, 0.0)
                     wmean = (filled * w).sum(axis=0) / np.maximum(w.sum(axis=0), 1e-300)
                     result = np.where(weighted, wmean, result)
         elif kind == "sum":
-            result = filled.sum(axis=0)
+            result = np.where(none, np.nan, np.where(use, values, 0.0).sum(axis=0))
         elif kind == "max":
-            result = np.where(use, values, -np.inf).max(axis=0)
-            result = _nan_if_any(result, values, use)
+            result = spread[1]
         elif kind == "min":
-            result = np.where(use, values, np.inf).min(axis=0)
-            result = _nan_if_any(result, values, use)
-        elif kind == "once":
-            first = np.argmax(use, axis=0)
-            result = values[first, np.arange(steps)]
+            result = spread[0]
         else:  # per_rank
             result = np.full(steps, np.nan)
-        result = np.where(none, np.nan, result)
-    counted = ~none
-    if kind == "once":
-        return result, None, counted
-    return result, _spread(values, use), counted
+    return result, spread, counted
 
 
 def _nan_if_any(result: Floats, values: Floats, use: Mask) -> Floats:
@@ -219,9 +215,8 @@ def _spread(values: Floats, present: Mask) -> Floats:
     with np.errstate(invalid="ignore", over="ignore"):
         low = np.where(present, values, np.inf).min(axis=0)
         high = np.where(present, values, -np.inf).max(axis=0)
-        has_nan = (np.isnan(values) & present).any(axis=0)
-        low = np.where(has_nan, np.nan, low)
-        high = np.where(has_nan, np.nan, high)
+        low = _nan_if_any(low, values, present)
+        high = _nan_if_any(high, values, present)
         filled = np.where(present, values, 0.0)
         mean = filled.sum(axis=0) / np.maximum(count, 1)
         dev = np.where(present, values - mean, 0.0)
