@@ -196,11 +196,7 @@ class Monitor:
         self._own = self._writer if self.rank == 0 else (None if reduced else self._rank_writer)
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
         self._clock = StepClock()
-        self._progress = ProgressReporter(
-            every=cfg.print_every if self.rank == 0 else 0,
-            mode=cfg.progress,
-            total=self.total_steps,
-        )
+        self._progress = self._new_progress(self.total_steps)
         self.nonfinite: dict[str, int] = {}
         self._tags: dict[str, str] = {}
         self._every = cfg.collect_freq
@@ -395,15 +391,7 @@ class Monitor:
                 # Reduced across ranks when the interval completes; perplexity then.
                 aggregator.add(step, wall, values, n_samples, n_tokens)
             else:
-                writer = self._own
-                if writer is not None:
-                    writer.add_scalars(step, values, wall)
-                    if self._mindformers_tags:
-                        self._write_mindformers_view(writer, step, values, n_samples, wall)
-                if self._engine is not None:
-                    self._check(step, values)
-                if self._progress.due(step):
-                    self._progress.update(step, dict(values), wall)
+                self._publish(self._own, step, values, wall, n_samples)
             self.last_step = step
             self.steps_logged += 1
         finally:
@@ -472,13 +460,22 @@ class Monitor:
         self, step: int, values: list[tuple[str, float]], wall: float, samples: Optional[float]
     ) -> None:
         """A step of the global run, reduced across ranks (on the collective thread)."""
-        writer = self._writer
-        if writer is None:
-            return
-        values = self._with_derived(values)
-        writer.add_scalars(step, values, wall)
-        if self._mindformers_tags:
-            self._write_mindformers_view(writer, step, values, samples, wall)
+        if self._writer is not None:
+            self._publish(self._writer, step, self._with_derived(values), wall, samples)
+
+    def _publish(
+        self,
+        writer: Optional[EventFileWriter],
+        step: int,
+        values: list[tuple[str, float]],
+        wall: float,
+        samples: Optional[float],
+    ) -> None:
+        """One step of the run this process writes: the event file, rules, progress."""
+        if writer is not None:
+            writer.add_scalars(step, values, wall)
+            if self._mindformers_tags:
+                self._write_mindformers_view(writer, step, values, samples, wall)
         if self._engine is not None:
             self._check(step, values)
         if self._progress.due(step):
@@ -705,10 +702,13 @@ class Monitor:
         """Tell the progress display how many steps the run takes (for the bar and ETA)."""
         self.total_steps = total_steps
         self._progress.close()
-        self._progress = ProgressReporter(
-            every=self.config.print_every if self.rank == 0 else 0,
-            mode=self.config.progress,
-            total=total_steps,
+        self._progress = self._new_progress(total_steps)
+
+    def _new_progress(self, total: Optional[int]) -> ProgressReporter:
+        """The progress display: rank 0 prints it, with the reduced values."""
+        cfg = self.config
+        return ProgressReporter(
+            every=cfg.print_every if self.rank == 0 else 0, mode=cfg.progress, total=total
         )
 
     def restart_clock(self) -> None:
