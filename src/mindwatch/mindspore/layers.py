@@ -68,7 +68,7 @@ class LayerRecorder:
         self._names: list[str] = []
         self._params: list[Any] = []
         self._chosen: list[int] = []
-        self._weights_order: list[str] = []
+        self._grad_index: dict[int, int] = {}  # chosen parameter -> its squared-norm slot
         self._grad_fn: Any = None
         self._warned: set[str] = set()
         self._layer_due = Every(config.layer_norms_every)
@@ -98,7 +98,10 @@ class LayerRecorder:
             return
         self._names = [p.name for p in self._params]
         self._chosen = select_names(self._names, self.config.target, self.config.invert)
-        self._weights_order = [w.name for w in weights] if weights is not None else []
+        order = {w.name: j for j, w in enumerate(weights)} if weights is not None else {}
+        self._grad_index = {
+            i: order[self._names[i]] for i in self._chosen if self._names[i] in order
+        }
         self._states = []
         if self.config.optimizer_state_norms and optimizer is not None:
             names = [p.name for p in optimizer.parameters]
@@ -140,10 +143,17 @@ class LayerRecorder:
         ``TrainOneStepWithGradNormCell`` (None for any other cell: its third output, if
         any, is not a vector of squared gradient norms)."""
         scalars: dict[str, float] = {}
+        norm_of: dict[int, float] = {}  # a parameter's norm, copied to the host once
+
+        def param_norm(i: int) -> float:
+            if i not in norm_of:
+                norm_of[i] = _norm(self._params[i])
+            return norm_of[i]
+
         if norms and self._layer_due(step):
             if "parameters" in self.config.layer_norms_of:
                 for i in self._chosen:
-                    scalars[f"layers/param_norm/{self._names[i]}"] = _norm(self._params[i])
+                    scalars[f"layers/param_norm/{self._names[i]}"] = param_norm(i)
             if "gradients" in self.config.layer_norms_of:
                 scalars.update(self._grad_norms(outputs))
             for kind, states in self._states:
@@ -152,7 +162,7 @@ class LayerRecorder:
                     if state is not None:
                         scalars[f"layers/{kind}/{self._names[i]}"] = _norm(state)
         if norms and self._param_due(step):
-            total = sum(_norm(p) ** 2 for p in self._params)
+            total = sum(param_norm(i) ** 2 for i in range(len(self._params)))
             scalars["train/param_norm"] = float(np.sqrt(total))
         if scalars:
             monitor.log_scalars(step, scalars)
@@ -168,11 +178,9 @@ class LayerRecorder:
             )
             return {}
         squares = np.asarray(outputs[2].asnumpy(), dtype=np.float64).reshape(-1)
-        position = {name: i for i, name in enumerate(self._weights_order)}
         out = {}
-        for i in self._chosen:
-            j = position.get(self._names[i])
-            if j is not None and j < squares.size:
+        for i, j in self._grad_index.items():
+            if j < squares.size:
                 out[f"layers/grad_norm/{self._names[i]}"] = float(np.sqrt(squares[j]))
         return out
 
