@@ -46,6 +46,7 @@ __all__ = [
     "ConfigError",
     "MonitorConfig",
     "ReduceKind",
+    "accepted_keys",
     "canonical_key",
 ]
 
@@ -691,7 +692,8 @@ def canonical_key(key: str) -> str:
     return key
 
 
-def _keys(model: type[BaseModel]) -> list[str]:
+def accepted_keys(model: type[BaseModel]) -> list[str]:
+    """The keys ``model`` accepts: its field names and their aliases."""
     names: list[str] = []
     for name, field in model.model_fields.items():
         names.append(name)
@@ -770,7 +772,7 @@ def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -
             continue
         if error["type"] == "extra_forbidden":
             key = str(original[-1])
-            known = _keys(_model_at(original[:-1]))
+            known = accepted_keys(_model_at(original[:-1]))
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             listed = ", ".join(sorted(set(known)))

@@ -28,7 +28,7 @@ import runpy
 import sys
 from typing import Any, Optional
 
-from mindwatch.config import MonitorConfig
+from mindwatch.config import MonitorConfig, accepted_keys
 from mindwatch.mindspore.callback import TrainingMonitor
 
 __all__ = ["NAME", "MindWatchMonitor", "register"]
@@ -49,10 +49,7 @@ class MindWatchMonitor(TrainingMonitor):
 
     def __init__(self, config: Optional[str] = None, **options: Any) -> None:
         base = MonitorConfig.from_any(config) if config else MonitorConfig()
-        known = set(MonitorConfig.model_fields)
-        for field in MonitorConfig.model_fields.values():
-            alias = field.validation_alias
-            known.update(getattr(alias, "choices", ()) if alias is not None else ())
+        known = set(accepted_keys(MonitorConfig))
         extra = sorted(k for k in options if k not in known)
         if extra:
             log.warning("mindwatch: %s ignores the keys %s", NAME, extra)
