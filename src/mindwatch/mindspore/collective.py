@@ -86,10 +86,7 @@ class MindSporeCollective:
                 "mindspore.communication.init() has not run: call it before creating the "
                 "collective (msrun starts the processes; init() connects them)"
             )
-        from mindspore.communication import get_group_size, get_rank
-
-        self.rank = int(get_rank())
-        self.world_size = int(get_group_size())
+        self.rank, self.world_size = rank_and_world_size()
         self._gather = _all_gather_op()
 
     def all_gather(self, vector: Floats) -> Floats:

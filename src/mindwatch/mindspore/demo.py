@@ -14,7 +14,6 @@ values reduced across ranks plus a ``rank_<r>/`` folder per rank.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -28,6 +27,7 @@ from typing import Any, Optional
 import numpy as np
 
 from mindwatch.rundir import make_run_dir
+from mindwatch.runinfo import read_run_info
 
 __all__ = ["WarmupCosineLR", "launch_workers", "make_dataset", "make_network", "run_demo"]
 
@@ -155,10 +155,12 @@ def run_demo(
     ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
     rank, world = 0, 1
     if workers > 1:
-        from mindspore.communication import get_group_size, get_rank, init
+        from mindspore.communication import init
+
+        from mindwatch.mindspore.collective import rank_and_world_size
 
         init()  # in msrun's scheduler process this serves the job and never returns
-        rank, world = int(get_rank()), int(get_group_size())
+        rank, world = rank_and_world_size()
         ms.set_auto_parallel_context(
             parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True
         )
@@ -273,7 +275,7 @@ def launch_workers(
     env.setdefault("GLOG_v", "3")
     print(f"mindwatch demo: starting {workers} workers with msrun (logs: {logs})", flush=True)
     subprocess.run(command, env=env, check=False)
-    status = _run_status(folder)
+    status = str(read_run_info(folder).get("status", "missing"))
     if status != "finished":
         raise RuntimeError(
             f"the {workers}-worker demo did not finish (run.json status: {status}); "
@@ -286,13 +288,6 @@ def launch_workers(
     print(f"Per-rank folders (TensorBoard shows them as sub-runs): {', '.join(ranks)}")
     print("  spread across ranks in the global run: ranks/loss_max, ranks/loss_argmax, ...")
     return folder
-
-
-def _run_status(folder: Path) -> str:
-    try:
-        return str(json.loads((folder / "run.json").read_text(encoding="utf-8"))["status"])
-    except (OSError, ValueError, KeyError):
-        return "missing"
 
 
 def _summary(run_dir: Path, root: Path, elapsed: float, monitor: Any) -> None:
