@@ -135,11 +135,7 @@ class RunInfo:
 
         An attempt still marked ``running`` whose process is gone is ``crashed``.
         """
-        try:
-            earlier = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return []
-        attempts = earlier.get("attempts") or []
+        attempts = read_run_info(self.path.parent).get("attempts") or []
         if not isinstance(attempts, list):
             return []
         for attempt in attempts:
