@@ -218,9 +218,11 @@ def test_mindformers_tag_style_writes_their_names_and_vs_samples_twins(tmp_path:
     assert read["loss"] == [(1, 0.5), (2, 0.5), (3, 0.5)]
     assert [v for _, v in read["learning-rate"]] == pytest.approx([0.01] * 3)
     assert read["batch-size"] == [(1, 8.0), (2, 8.0), (3, 8.0)]
-    assert [s for s, _ in read["loss vs samples"]] == [8, 16, 24]
-    for tag in ("grad-norm", "loss-scale", "iteration-time", "throughput", "throughput vs samples"):
+    # MindFormers' twins, under the names its tensorboardX writer gives them on disk
+    assert [s for s, _ in read["loss_vs_samples"]] == [8, 16, 24]
+    for tag in ("grad-norm", "loss-scale", "iteration-time", "throughput", "throughput_vs_samples"):
         assert tag in read
+    assert "B-samples-per-day" in read
     assert "train/loss" in read  # the mindwatch names stay, for mindwatch's own tools
     # Under data parallelism the batch size and the samples axis are global, as in MindFormers.
     config = {"print_every": 0, "tag_style": "mindformers"}
@@ -228,7 +230,7 @@ def test_mindformers_tag_style_writes_their_names_and_vs_samples_twins(tmp_path:
         mon.log_step(3, loss=0.5, samples=8)
     read = scalars(tmp_path / "dp")
     assert read["batch-size"] == [(3, 16.0)]
-    assert [s for s, _ in read["loss vs samples"]] == [48]
+    assert [s for s, _ in read["loss_vs_samples"]] == [48]
 
 
 def test_monitor_takes_a_yaml_path(tmp_path: Path) -> None:

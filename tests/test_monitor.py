@@ -269,3 +269,46 @@ def test_every_n_steps_survives_sink_jumps_and_restarts() -> None:
     assert [s for s in range(1, 13) if one(s)] == [5, 10]
     assert [s for s in range(1, 7) if one(s)] == [5]  # a new run from step 1
     assert not Every(None)(10)
+
+
+def test_model_flops_give_tflops_per_device_and_mfu(tmp_path: Path) -> None:
+    """A custom loop gives the FLOPs per sample in the config; a framework adapter may
+    give its count per step instead (the config wins)."""
+    config = {"print_every": 0, "flops_per_sample": 3e9, "peak_tflops": 200.0}
+    with mindwatch.Monitor(tmp_path / "config", config) as mon:
+        mon.set_model_flops(1.0, source="ignored: the config says")
+        for step in range(1, 6):
+            mon.log_step(step, loss=1.0, samples=16)
+    read = scalars(tmp_path / "config")
+    step_ms = dict(read["perf/step_time_ms"])
+    mfu = dict(read["perf/mfu"])
+    for step, achieved in read["perf/tflops_per_device"]:
+        assert achieved == pytest.approx(3e9 * 16 / (step_ms[step] / 1000) / 1e12, rel=1e-5)
+        assert mfu[step] == pytest.approx(achieved / 200.0, rel=1e-6)
+    run = json.loads((tmp_path / "config" / "run.json").read_text())
+    assert run["flops"] == {
+        "per_sample": 3e9,
+        "source": "config",
+        "peak_tflops": 200.0,
+        "peak_source": "config",
+    }
+
+    with mindwatch.Monitor(tmp_path / "counted", {"print_every": 0}) as mon:
+        mon.log_step(1, loss=1.0)  # nothing known yet: no TFLOPS
+        mon.set_model_flops(5e10, source="the framework's count")
+        mon.set_peak_tflops(100.0, source="a table")
+        for step in range(2, 5):
+            mon.log_step(step, loss=1.0)
+    read = scalars(tmp_path / "counted")
+    step_ms = dict(read["perf/step_time_ms"])
+    assert [s for s, _ in read["perf/tflops_per_device"]] == [2, 3, 4]
+    for step, achieved in read["perf/tflops_per_device"]:
+        assert achieved == pytest.approx(5e10 / (step_ms[step] / 1000) / 1e12, rel=1e-5)
+    assert [s for s, _ in read["perf/mfu"]] == [2, 3, 4]
+    run = json.loads((tmp_path / "counted" / "run.json").read_text())
+    assert run["flops"] == {
+        "per_step": 5e10,
+        "source": "the framework's count",
+        "peak_tflops": 100.0,
+        "peak_source": "a table",
+    }

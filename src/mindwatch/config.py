@@ -415,9 +415,10 @@ class MonitorConfig(BaseModel):
         default=None,
         ge=1,
         description="Every this many steps, write layers/param_norm/<param> for the chosen "
-        "parameters, and layers/grad_norm/<param> when the train cell is "
-        "TrainOneStepWithGradNormCell(layer_norms=True). Other steps do no extra work "
-        "(None: off).",
+        "parameters, and layers/grad_norm/<param> when the train cell returns them "
+        "(TrainOneStepWithGradNormCell(layer_norms=True), MindFormers' local_norm=True). "
+        "Other steps do no extra work. None: off, except that such a train cell's "
+        "gradient norms are written every step.",
     )
     layer_norms_of: list[HistogramKind] = Field(
         default_factory=lambda: list(_HISTOGRAM_KINDS),
@@ -478,12 +479,28 @@ class MonitorConfig(BaseModel):
         description="Tokens in each sample (the sequence length), so perf/tokens_per_s is "
         "written from the samples per step the MindSpore callback knows (the batch size).",
     )
+    flops_per_sample: Optional[float] = Field(
+        default=None,
+        gt=0,
+        description="Model FLOPs of one sample's forward and backward pass (e.g. 6 x "
+        "parameters x sequence length for a transformer), for perf/tflops_per_device and "
+        "perf/mfu. None: the MindSpore callback takes MindSpore's count of the compiled "
+        "train graph in GRAPH mode (docs/mindformers.md).",
+    )
+    peak_tflops: Optional[float] = Field(
+        default=None,
+        gt=0,
+        description="Peak dense TFLOPS of one device at the training precision, for "
+        "perf/mfu = perf/tflops_per_device / peak_tflops. None: mindwatch's table when it "
+        "knows the device (Ascend 910: 256), else no perf/mfu.",
+    )
     tag_style: Literal["mindwatch", "mindformers"] = Field(
         default="mindwatch",
         description="'mindwatch': namespaced tags (train/loss, train/lr, perf/...); "
-        "'mindformers': MindFormers' names (loss, learning-rate, grad-norm, throughput, "
-        "iteration-time, loss-scale, batch-size) plus their '<tag> vs samples' twins, so "
-        "existing dashboards keep working.",
+        "'mindformers': also MindFormers' own names with MindFormers' definitions (loss, "
+        "learning-rate, grad-norm, loss-scale, batch-size, iteration-time, throughput per "
+        "device, B-samples-per-day, model-flops-throughput-per-npu) and their "
+        "'<tag>_vs_samples' twins, so existing dashboards keep working.",
     )
     hparams: dict[str, Union[bool, int, float, str]] = Field(
         default_factory=dict,

@@ -45,8 +45,10 @@ from mindwatch.events import EventFileWriter, lifecycle
 from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
 from mindwatch.events.writer import LogDirError, PathLike, WriterStats, has_event_files
 from mindwatch.metrics.derived import perplexity
+from mindwatch.metrics.flops import mfu, tflops
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
-from mindwatch.metrics.tags import MINDFORMERS_TAGS, TAGS, eval_tag, tag_for
+from mindwatch.metrics.mindformers_view import mindformers_view
+from mindwatch.metrics.tags import TAGS, eval_tag, tag_for
 from mindwatch.metrics.timing import Every, StepClock
 from mindwatch.progress import ProgressReporter
 from mindwatch.rules import RuleEngine
@@ -63,6 +65,7 @@ log = logging.getLogger(__name__)
 _LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
 _PERPLEXITY = TAGS["perplexity"]
 _STEP_TIME, _SAMPLES, _TOKENS = TAGS["step_time_ms"], TAGS["samples_per_s"], TAGS["tokens_per_s"]
+_TFLOPS, _MFU = TAGS["tflops_per_device"], TAGS["mfu"]
 
 
 def _number(key: str, value: Any) -> float:
@@ -203,6 +206,11 @@ class Monitor:
         self._collect = Every(cfg.collect_freq)
         self._perplexity = cfg.perplexity
         self._tokens_per_sample = cfg.tokens_per_sample
+        # Model FLOPs per sample (config) or per step (the framework's count), and the
+        # device's peak: perf/tflops_per_device and perf/mfu.
+        self._flops_per_sample = cfg.flops_per_sample
+        self._flops_per_step: Optional[float] = None
+        self._peak_tflops = cfg.peak_tflops
         self._mindformers_tags = cfg.tag_style == "mindformers"
         self.last_step: Optional[int] = None
         self.steps_logged = 0
@@ -221,6 +229,13 @@ class Monitor:
                 rank=self.rank,
                 extra=run_info,
             )
+            given: dict[str, Any] = {}
+            if cfg.flops_per_sample is not None:
+                given.update(per_sample=cfg.flops_per_sample, source="config")
+            if cfg.peak_tflops is not None:
+                given.update(peak_tflops=cfg.peak_tflops, peak_source="config")
+            if given:
+                self._run.update(flops=given)
             self._run.write()
         if resume_step is not None:
             self.mark_resume(resume_step)
@@ -447,7 +462,43 @@ class Monitor:
                 append((_SAMPLES, n_samples * steps / seconds))
             if n_tokens is not None:
                 append((_TOKENS, n_tokens * steps / seconds))
+            flops = self._step_flops(n_samples)
+            if flops is not None:
+                achieved = tflops(flops, seconds / steps)
+                append((_TFLOPS, achieved))
+                if self._peak_tflops is not None:
+                    append((_MFU, mfu(achieved, self._peak_tflops)))
         return values, n_samples, n_tokens
+
+    def _step_flops(self, samples: Optional[float]) -> Optional[float]:
+        """Model FLOPs of one step on this device: the config's per-sample count times
+        the samples, else the framework's per-step count, else None."""
+        if self._flops_per_sample is not None:
+            return None if samples is None else self._flops_per_sample * samples
+        return self._flops_per_step
+
+    def set_model_flops(self, flops_per_step: float, *, source: str) -> None:
+        """The model FLOPs of one training step on this device (forward and backward),
+        e.g. counted by the framework's compiler; ``flops_per_sample`` in the config wins.
+        From the next step on, ``perf/tflops_per_device`` (and ``perf/mfu`` with a
+        peak) are written; ``run.json`` records the count and its source."""
+        if self._flops_per_sample is not None:
+            return
+        self._flops_per_step = float(flops_per_step)
+        info = {**self._flops_info(), "per_step": self._flops_per_step, "source": source}
+        self.record(flops=info)
+
+    def set_peak_tflops(self, peak_tflops: float, *, source: str) -> None:
+        """The device's peak TFLOPS for ``perf/mfu``; ``peak_tflops`` in the config wins."""
+        if self.config.peak_tflops is not None:
+            return
+        self._peak_tflops = float(peak_tflops)
+        info = {**self._flops_info(), "peak_tflops": self._peak_tflops, "peak_source": source}
+        self.record(flops=info)
+
+    def _flops_info(self) -> dict[str, Any]:
+        info = self._run.data.get("flops") if self._run is not None else None
+        return dict(info) if isinstance(info, Mapping) else {}
 
     def _with_derived(self, values: list[tuple[str, float]]) -> list[tuple[str, float]]:
         if self._perplexity:
@@ -475,7 +526,15 @@ class Monitor:
         if writer is not None:
             writer.add_scalars(step, values, wall)
             if self._mindformers_tags:
-                self._write_mindformers_view(writer, step, values, samples, wall)
+                flops = self._step_flops(samples)
+                for x, view in mindformers_view(
+                    step,
+                    values,
+                    samples=samples,
+                    world_size=self.world_size,
+                    flops_per_step=flops,
+                ):
+                    writer.add_scalars(x, view, wall)
         if self._engine is not None:
             self._check(step, values)
         if self._progress.due(step):
@@ -577,30 +636,6 @@ class Monitor:
         if self._aggregator is not None:
             for key, kind in reductions.items():
                 self._aggregator.table.declare(key, kind)
-
-    def _write_mindformers_view(
-        self,
-        writer: EventFileWriter,
-        step: int,
-        values: list[tuple[str, float]],
-        samples: Any,
-        wall: float,
-    ) -> None:
-        """``tag_style: mindformers``: the same values under MindFormers' names, once
-        against the step and once against samples seen (its ``<tag> vs samples``).
-
-        As in MindFormers, ``batch-size`` and the samples axis are global (this rank's
-        samples per step times the world size); ``throughput`` stays per device.
-        """
-        renamed = [(MINDFORMERS_TAGS[t], v) for t, v in values if t in MINDFORMERS_TAGS]
-        if samples is None:
-            writer.add_scalars(step, renamed, wall)
-            return
-        batch = _number("samples", samples) * self.world_size
-        renamed.append(("batch-size", batch))
-        writer.add_scalars(step, renamed, wall)
-        twins = [(f"{tag} vs samples", v) for tag, v in renamed]
-        writer.add_scalars(int(step * batch), twins, wall)
 
     def log_eval(self, step: int, **metrics: Any) -> None:
         """Log evaluation results at ``step`` as ``eval/<name>`` (e.g. ``loss=0.3, acc=0.9``).

@@ -23,6 +23,7 @@ _SHOWN = (
     ("perf/step_time_ms", "step", "{:.1f} ms"),
     ("perf/samples_per_s", "samples/s", "{:.0f}"),
     ("perf/tokens_per_s", "tokens/s", "{:.0f}"),
+    ("perf/mfu", "MFU", "{:.1%}"),
 )
 
 

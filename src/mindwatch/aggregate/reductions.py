@@ -78,8 +78,12 @@ BUILTIN_REDUCTIONS: dict[str, Reduction] = {
     "train/loss_scale": Reduction("once"),
     "train/overflow": Reduction("max"),  # any rank overflowing skips the update
     TAGS["step_time_ms"]: Reduction("max"),
+    TAGS["compute_ms"]: Reduction("max"),
+    TAGS["data_wait_ms"]: Reduction("max"),
     TAGS["samples_per_s"]: Reduction("sum"),
     TAGS["tokens_per_s"]: Reduction("sum"),
+    TAGS["tflops_per_device"]: Reduction("mean"),  # per device: the job's average
+    TAGS["mfu"]: Reduction("mean"),
     "perf/host_peak_rss_mb": Reduction("per_rank"),
     "perf/device_peak_memory_mb": Reduction("per_rank"),
 }

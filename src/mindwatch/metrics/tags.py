@@ -3,7 +3,7 @@ groups them into sections; units live in the name's suffix (``_ms``, ``_per_s``)
 
 from __future__ import annotations
 
-__all__ = ["MINDFORMERS_TAGS", "TAGS", "eval_tag", "tag_for"]
+__all__ = ["TAGS", "eval_tag", "tag_for"]
 
 TAGS = {
     "loss": "train/loss",
@@ -11,19 +11,12 @@ TAGS = {
     "grad_norm": "train/grad_norm",
     "perplexity": "train/perplexity",
     "step_time_ms": "perf/step_time_ms",
+    "compute_ms": "perf/compute_ms",
+    "data_wait_ms": "perf/data_wait_ms",
     "samples_per_s": "perf/samples_per_s",
     "tokens_per_s": "perf/tokens_per_s",
-}
-
-# tag_style: mindformers -- the names MindFormers' MFLossMonitor writes (its
-# "<tag> vs samples" twins are added by the monitor), so existing dashboards keep working.
-MINDFORMERS_TAGS = {
-    "train/loss": "loss",
-    "train/lr": "learning-rate",
-    "train/grad_norm": "grad-norm",
-    "train/loss_scale": "loss-scale",
-    "perf/step_time_ms": "iteration-time",
-    "perf/samples_per_s": "throughput",
+    "tflops_per_device": "perf/tflops_per_device",
+    "mfu": "perf/mfu",
 }
 
 
