@@ -14,8 +14,8 @@ from mindspore import nn
 from mindspore.train import Model, RunContext
 
 from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
-from mindwatch.mindspore.callback import unpack_outputs
 from mindwatch.mindspore.demo import WarmupCosineLR, make_dataset, make_network, warmup_cosine
+from mindwatch.mindspore.outputs import OutputLayout, unpack_outputs
 from tests.mindspore.conftest import Recorder
 from tests.tbread import scalars
 
@@ -276,7 +276,9 @@ def test_lr_reader_reads_lists_and_groups_without_graph_launches(
 
 def test_loss_scale_and_mindformers_outputs_are_recognised() -> None:
     t = ms.Tensor
-    assert unpack_outputs((t(np.float32(0.5)), t(False), t(np.float32(1024.0))), "loss_scale") == {
+    assert unpack_outputs(
+        (t(np.float32(0.5)), t(False), t(np.float32(1024.0))), OutputLayout("loss_scale")
+    ) == {
         "loss": 0.5,
         "overflow": 0.0,
         "loss_scale": 1024.0,
@@ -288,13 +290,25 @@ def test_loss_scale_and_mindformers_outputs_are_recognised() -> None:
         t(np.float32(1e-4)),
         t(np.float32(2.5)),
     )
-    assert unpack_outputs(five, "mindformers") == {
+    assert unpack_outputs(five, OutputLayout("mindformers")) == {
         "loss": 0.5,
         "overflow": 1.0,
         "loss_scale": 512.0,
+        "lr": pytest.approx(1e-4),
         "grad_norm": 2.5,
     }
-    assert unpack_outputs((t(np.float32(0.25)), t(np.float32(3.0))), "loss") == {"loss": 0.25}
+    # No gradient clipping: MindFormers' global_norm slot is None, and no grad norm.
+    no_clip = (*five[:4], None)
+    assert "grad_norm" not in unpack_outputs(no_clip, OutputLayout("mindformers"))
+    # Pipeline micro batches: MindFormers shows the loss divided by their number.
+    pipeline = OutputLayout("mindformers", loss_divisor=4.0)
+    assert unpack_outputs(five, pipeline)["loss"] == 0.125
+    assert unpack_outputs((t(np.float32(0.25)), t(np.float32(3.0))), OutputLayout()) == {
+        "loss": 0.25
+    }
+    # A loss per sample is shown as its mean, as MindFormers does.
+    per_sample = t(np.array([1.0, 2.0, 4.5], np.float32))
+    assert unpack_outputs(per_sample, OutputLayout()) == {"loss": 2.5}
 
 
 def test_a_monitoring_failure_is_one_warning_not_a_crash(

@@ -11,13 +11,23 @@ Monitor does the rest off the training thread. What it reads each step:
 * **loss** from ``net_outputs``: a Tensor, or the first item of a tuple.
   ``(loss, grad_norm)`` from :class:`TrainOneStepWithGradNormCell`,
   ``(loss, overflow, loss_scale)`` from ``nn.TrainOneStepWithLossScaleCell`` and
-  MindFormers' ``(loss, overflow, loss_scale, lr, global_norm)`` are recognised by the
-  train cell's type.
-* **learning rate** of the update that just ran, from the optimizer (fixed, schedule,
-  per-step list, or per group: ``train/lr`` is the first parameter's lr, and when
-  groups differ every group gets ``train/lr/<name>``, e.g.
-  ``train/lr/learning_rate_group_1`` for the user's group 1); see
-  :mod:`mindwatch.mindspore.lr`.
+  MindFormers' ``(loss, overflow, loss_scale, lr, global_norm[, local_norm, size])``
+  are recognised by the train cell's class hierarchy (:mod:`mindwatch.mindspore.outputs`).
+* **learning rate** of the update that just ran: from the outputs when the train cell
+  returns it (MindFormers), else from the optimizer (fixed, schedule, per-step list, or
+  per group: ``train/lr`` is the first parameter's lr, and when groups differ every
+  group gets ``train/lr/<name>``, e.g. ``train/lr/learning_rate_group_1`` for the
+  user's group 1); see :mod:`mindwatch.mindspore.lr`.
+* **time**: ``perf/step_time_ms`` from one step's end to the next (everything the job
+  spends per step), and its two parts, measured by this callback's own step-begin and
+  step-end hooks: ``perf/compute_ms`` (begin to end: the train cell, and the callbacks
+  that run before this one; what MindFormers calls ``iteration-time``) and
+  ``perf/data_wait_ms`` (the previous step's end to this step's begin: waiting for the
+  next batch, and the callbacks after this one).
+* **model FLOPs** per step in GRAPH mode, counted by MindSpore's compiler on the
+  compiled train graph (matrix multiplications, forward and backward: the count
+  MindFormers uses), for ``perf/tflops_per_device`` and ``perf/mfu``; see
+  :mod:`mindwatch.mindspore.flops`.
 * **step** ``cb_params.cur_step_num``, which already continues from
   ``cb_params.initial_step`` when MindSpore resumes with one. ``Model.train(...,
   initial_epoch=E)`` however restarts ``cur_step_num`` at 0 (MindSpore 2.10); mindwatch
@@ -41,12 +51,12 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import numpy as np
-from mindspore import nn
 from mindspore.train import Callback
 
 from mindwatch.alerts import Alert
@@ -61,8 +71,10 @@ from mindwatch.mindspore.collective import (
     pipeline_loss_ranks,
     rank_and_world_size,
 )
+from mindwatch.mindspore.flops import device_peak_tflops, graph_flops_per_step
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, LearningRateScaler, find_optimizer
+from mindwatch.mindspore.outputs import OutputLayout, output_layout, unpack_outputs
 from mindwatch.mindspore.stable import StableKeeper
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
@@ -74,35 +86,6 @@ log = logging.getLogger(__name__)
 
 _MAX_IDS = 1024  # sample ids kept per batch
 _ID_HISTORY = 1000  # steps whose batch ids are kept
-_MINDFORMERS_CELLS = ("MFTrainOneStepCell", "MFPipelineWithLossScaleCell")
-
-
-def output_layout(train_network: Any) -> str:
-    """How the train cell packs its outputs: 'grad_norm', 'loss_scale', 'mindformers' or 'loss'."""
-    if isinstance(train_network, TrainOneStepWithGradNormCell):
-        return "grad_norm"
-    if isinstance(train_network, nn.TrainOneStepWithLossScaleCell):
-        return "loss_scale"
-    if type(train_network).__name__ in _MINDFORMERS_CELLS:
-        return "mindformers"
-    return "loss"
-
-
-def unpack_outputs(outputs: Any, layout: str) -> dict[str, float]:
-    """``{'loss': ..., 'grad_norm': ..., ...}`` from a train cell's outputs."""
-    if not isinstance(outputs, (tuple, list)):
-        return {"loss": to_float(outputs)}
-    values = {"loss": to_float(outputs[0])}
-    if layout == "grad_norm" and len(outputs) >= 2:
-        values["grad_norm"] = to_float(outputs[1])
-    elif layout == "loss_scale" and len(outputs) >= 3:
-        values["overflow"] = float(bool(to_float(outputs[1])))
-        values["loss_scale"] = to_float(outputs[2])
-    elif layout == "mindformers" and len(outputs) >= 5:
-        values["overflow"] = float(bool(to_float(outputs[1])))
-        values["loss_scale"] = to_float(outputs[2])
-        values["grad_norm"] = to_float(outputs[4])
-    return values
 
 
 def ms_device_target() -> Optional[str]:
@@ -174,7 +157,12 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self.eval_dataset = eval_dataset
         self.eval_every = eval_every
         self._lr: Optional[LearningRateReader] = None
-        self._layout = "loss"
+        self._layout = OutputLayout()
+        self._lr_from_outputs = False
+        self._step_begin: Optional[float] = None
+        self._last_end: Optional[float] = None
+        self._flops_pending = False
+        self._prev_step: Optional[int] = None
         self._samples: Optional[int] = None
         self._loss_net: Any = None
         self._next_eval = 0
@@ -237,7 +225,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         monitor = self._live_monitor()
         optimizer = find_optimizer(cb)
         self._lr = LearningRateReader(optimizer) if optimizer is not None else None
-        self._layout = output_layout(cb.get("train_network"))
+        train_network = cb.get("train_network")
+        self._layout = output_layout(train_network)
+        self._layers = self._layer_recorder(train_network)
         self._samples = self._guarded(
             "batch size", lambda: cb.get("train_dataset").get_batch_size()
         )
@@ -254,12 +244,52 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             scaler = LearningRateScaler(optimizer)
             if scaler.prepare():  # before the first step compiles the graph
                 self._dynamic_lr = (LRController(self.config.alerts.dynamic_lr), scaler)
+        # MindFormers' cells return the lr the optimizer applied, computed in the graph;
+        # but from their own copy of the schedule, which dynamic_lr does not scale.
+        self._lr_from_outputs = self._layout.kind == "mindformers" and self._dynamic_lr is None
+        self._flops_pending = True
+        self._guarded("device peak", lambda: self._set_device_peak(monitor))
         self._start_step = int(cb.get("cur_step_num") or 0)
         monitor.steps_per_epoch = int(cb.get("batch_num") or 0) or None
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
         self._guarded("hyperparameters", lambda: self._log_hparams(cb, optimizer))
         monitor.restart_clock()
+        self._last_end = time.perf_counter()
+        self._step_begin = None
+
+    def _layer_recorder(self, train_network: Any) -> LayerRecorder:
+        """The per-layer recorder; a train cell that returns per-parameter gradient norms
+        every step (MindFormers' ``local_norm=True``, or ``TrainOneStepWithGradNormCell(
+        layer_norms=True)``) was asked for them: with ``layer_norms_every`` unset they
+        are written every step."""
+        config = self.config
+        if config.layer_norms_every is None and self._layout.provides_squared_norms(train_network):
+            log.info(
+                "mindwatch: the train cell returns per-parameter gradient norms every step; "
+                "writing layers/grad_norm/<param> every step (set layer_norms_every to thin)"
+            )
+            config = config.model_copy(
+                update={"layer_norms_every": 1, "layer_norms_of": ["gradients"]}
+            )
+        return LayerRecorder(config)
+
+    def _set_device_peak(self, monitor: Monitor) -> None:
+        """The device's peak TFLOPS for perf/mfu, when the config does not give it."""
+        if self.config.peak_tflops is not None:
+            return
+        found = device_peak_tflops()
+        if found is not None:
+            monitor.set_peak_tflops(found[0], source=found[1])
+
+    def _count_flops(self, cb: Any) -> None:
+        """After the first step compiled the train graph: its FLOPs per step."""
+        self._flops_pending = False
+        if self.config.flops_per_sample is not None:
+            return  # the user's count wins; MindSpore's is not needed
+        counted = graph_flops_per_step(cb.get("train_network"), self.world_size)
+        if counted is not None:
+            self.monitor.set_model_flops(counted[0], source=counted[1])
 
     def _log_hparams(self, cb: Any, optimizer: Any) -> None:
         """What the run's hyperparameters are, as far as the callback can see them."""
@@ -295,6 +325,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         """What can only be known once ``cur_epoch_num`` is set: the resume offset."""
         offset = self._step_offset = _skipped_epoch_steps(cb)
         base = self._start_step + offset  # the step before the first one of this run
+        self._prev_step = base
         self.monitor.rebase_clock(base)
         last = self.monitor.last_step
         if base > 0 and (last is None or base < last):
@@ -307,6 +338,21 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self.eval_every:
             self._next_eval = (base // self.eval_every + 1) * self.eval_every
 
+    def on_train_step_begin(self, run_context: Any) -> None:
+        self._step_begin = time.perf_counter()
+
+    def _step_parts(self, steps: int) -> dict[str, float]:
+        """``perf/compute_ms`` and ``perf/data_wait_ms`` of the step(s) that just ended
+        (a sink of ``steps`` steps shares them)."""
+        begin, last_end = self._step_begin, self._last_end
+        if begin is None:
+            return {}
+        now = time.perf_counter()
+        parts = {"perf/compute_ms": (now - begin) * 1000.0 / steps}
+        if last_end is not None and begin >= last_end:
+            parts["perf/data_wait_ms"] = (begin - last_end) * 1000.0 / steps
+        return parts
+
     def on_train_step_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
         try:
@@ -316,6 +362,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         except Exception as exc:  # monitoring must never take training down
             self._warn_once("step", f"could not read the step number: {exc!r}")
             return
+        # In sink mode (Ascend) one call covers several steps.
+        previous, self._prev_step = self._prev_step, step
+        parts = self._step_parts(step - previous if previous is not None and step > previous else 1)
+        if self._flops_pending:
+            self._guarded("model FLOPs", lambda: self._count_flops(cb))
         if self.config.alerts.sample_ids is not None:
             self._guarded("sample ids", lambda: self._keep_sample_ids(step, cb))
         if self._layers.active and self.monitor.writes_shared:  # the same on every rank
@@ -325,7 +376,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
                 lambda: self._layers.record(
                     self.monitor,
                     step,
-                    cb.get("net_outputs") if self._layout == "grad_norm" else None,
+                    self._layout.squared_norms(cb.get("net_outputs")),
                     histograms=histograms,
                     loss_net=self._loss_net,
                     batch=cb.get("train_dataset_element"),
@@ -333,10 +384,12 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             )
         if self.config.collect_freq > 1 and not self._collect(step):
             self._maybe_evaluate(step)  # collect_freq: nothing is read on this step
+            self._last_end = time.perf_counter()
             return
         values = self._guarded("loss", lambda: unpack_outputs(cb.get("net_outputs"), self._layout))
         values = values or {}
-        if self._lr is not None:
+        values.update(parts)
+        if self._lr is not None and not (self._lr_from_outputs and "lr" in values):
             lrs = self._guarded("learning rate", self._lr.read)
             if lrs:
                 values["lr"] = lrs[0][1]
@@ -351,6 +404,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self._dynamic_lr is not None and "grad_norm" in values:
             self._guarded("dynamic lr", lambda: self._adjust_lr(step, values["grad_norm"]))
         self._maybe_evaluate(step)
+        self._last_end = time.perf_counter()
         if self.monitor.should_stop:  # alerts.stop_on: end Model.train after this step
             run_context.request_stop()
 
@@ -471,6 +525,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self._owns_monitor and not self._in_training(cb):
             monitor.flush()  # a standalone Model.eval: its results are on disk now
         monitor.restart_clock()  # evaluation time is not a training step
+        self._last_end = time.perf_counter()  # nor waiting for data
 
     @staticmethod
     def _in_training(cb: Any) -> bool:

@@ -6,9 +6,11 @@ step pays one integer comparison per setting. What each recorded step costs:
 
 * ``layers/param_norm/<param>`` and ``train/param_norm``: one device-to-host copy of
   the chosen (all, for the global norm) parameters and a float64 norm on the host;
-* ``layers/grad_norm/<param>``: one copy of a vector of squared norms that
+* ``layers/grad_norm/<param>``: one copy of a vector of squared norms that the train
+  cell returns every step anyway:
   :class:`~mindwatch.mindspore.cells.TrainOneStepWithGradNormCell` (``layer_norms=
-  True``) computes every step anyway, as the terms of the global norm;
+  True``, the terms of the global norm) or MindFormers' cells (``local_norm=True``, this
+  rank's gradients before the gradient reducer);
 * parameter histograms: a copy of each chosen parameter; bucketing runs on the writer's
   thread;
 * gradient histograms: one extra forward and backward pass of the step's batch (a small
@@ -32,6 +34,7 @@ from mindspore import Tensor
 from mindwatch.config import MonitorConfig
 from mindwatch.metrics.selection import select_names
 from mindwatch.metrics.timing import Every
+from mindwatch.mindspore.outputs import squared_norms_array
 from mindwatch.monitor import Monitor
 
 __all__ = ["LayerRecorder", "optimizer_states"]
@@ -132,16 +135,16 @@ class LayerRecorder:
         self,
         monitor: Monitor,
         step: int,
-        outputs: Any,
+        grad_squares: Any,
         *,
         histograms: bool,
         norms: bool = True,
         loss_net: Any = None,
         batch: Any = None,
     ) -> None:
-        """Write what is due at ``step``. ``outputs``: the outputs of a
-        ``TrainOneStepWithGradNormCell`` (None for any other cell: its third output, if
-        any, is not a vector of squared gradient norms)."""
+        """Write what is due at ``step``. ``grad_squares``: the squared norm of every
+        gradient, in the order of the train cell's ``weights``, as the train cell returned
+        them (copied to the host only when due), or None when it returns none."""
         scalars: dict[str, float] = {}
         norm_of: dict[int, float] = {}  # a parameter's norm, copied to the host once
 
@@ -155,7 +158,7 @@ class LayerRecorder:
                 for i in self._chosen:
                     scalars[f"layers/param_norm/{self._names[i]}"] = param_norm(i)
             if "gradients" in self.config.layer_norms_of:
-                scalars.update(self._grad_norms(outputs))
+                scalars.update(self._grad_norms(grad_squares))
             for kind, states in self._states:
                 for i in self._chosen:
                     state = states.get(self._names[i])
@@ -169,15 +172,16 @@ class LayerRecorder:
         if histograms:
             self._histograms(monitor, step, loss_net, batch)
 
-    def _grad_norms(self, outputs: Any) -> dict[str, float]:
-        if not (isinstance(outputs, (tuple, list)) and len(outputs) >= 3):
+    def _grad_norms(self, grad_squares: Any) -> dict[str, float]:
+        squares = squared_norms_array(grad_squares)
+        if squares is None:
             self._warn(
                 "grad_norm",
-                "layers/grad_norm needs TrainOneStepWithGradNormCell(..., layer_norms=True); "
-                "only layers/param_norm is written",
+                "layers/grad_norm needs a train cell that returns them: "
+                "TrainOneStepWithGradNormCell(..., layer_norms=True), or MindFormers' "
+                "runner_wrapper local_norm: True; only layers/param_norm is written",
             )
             return {}
-        squares = np.asarray(outputs[2].asnumpy(), dtype=np.float64).reshape(-1)
         out = {}
         for i, j in self._grad_index.items():
             if j < squares.size:

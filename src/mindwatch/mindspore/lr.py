@@ -17,14 +17,24 @@ Calling a schedule cell from a callback costs a graph launch (about 0.25 ms in G
 mode, several ms in PyNative) per step. Instead the schedule is evaluated on chunks of
 4,096 steps at once (``schedule(Tensor(offset + arange(4096)))``: one compiled graph,
 reused for every chunk), checked against scalar calls, and then read from that table.
-A schedule that is not element-wise (the check fails, or it raises) is called per step
-instead: slower, still exact. A schedule whose own Parameters change during training
-would make the table stale: pass ``tabulate=False`` for those.
+A schedule that is not element-wise is called per step instead, with the step shaped
+as the optimizer's own ``global_step``: slower, still exact. A schedule whose own
+Parameters change during training would make the table stale: pass ``tabulate=False``.
+
+Which schedules are element-wise is decided by reading their source before anything is
+compiled (:func:`branches_on_values`): a schedule that branches on a tensor
+(MindFormers' ``if self.greater_equal(global_step, self.decay_steps):``) cannot take a
+vector of steps, and trying would make MindSpore's compiler print an ``[ERROR]`` call
+stack into the user's log (and an ``analyze_fail.ir`` file) before it raises. No
+schedule is ever compiled with an input the optimizer would not give it.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import logging
+import textwrap
 from typing import Any, Optional
 
 import numpy as np
@@ -37,6 +47,7 @@ from mindwatch.mindspore.tensors import to_float
 __all__ = [
     "LearningRateReader",
     "LearningRateScaler",
+    "branches_on_values",
     "find_optimizer",
 ]
 
@@ -63,6 +74,7 @@ class LearningRateReader:
         self._lists: dict[int, np.ndarray] = {}
         self._chunks: dict[tuple[int, int], np.ndarray] = {}
         self._per_step: set[int] = set()  # schedules that cannot be tabulated
+        self._elementwise: set[int] = set()  # schedules whose source allows tabulating
         self._step: Optional[int] = None
 
     def invalidate(self) -> None:
@@ -123,6 +135,12 @@ class LearningRateReader:
         key = id(schedule)
         if not self.tabulate or key in self._per_step:
             return self._call(schedule, step)
+        if key not in self._elementwise:
+            if branches_on_values(schedule):
+                log.debug("mindwatch: lr schedule %s branches on values: read per step", schedule)
+                self._per_step.add(key)
+                return self._call(schedule, step)
+            self._elementwise.add(key)
         chunk = self._chunks.get((key, step // _CHUNK))
         if chunk is None:
             chunk = self._tabulate(schedule, step // _CHUNK)
@@ -148,6 +166,77 @@ class LearningRateReader:
             log.debug("mindwatch: lr schedule %s is read per step: %r", schedule, exc)
             return None
         return chunk
+
+
+_STATIC = (bool, int, float, str, type(None))
+
+
+def _source_tree(function: Any) -> Optional[ast.AST]:
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+
+
+def _static_test(node: ast.AST, owner: Any) -> bool:
+    """Whether a condition is decided by plain Python values of ``owner`` alone
+    (``if self.is_stair:``), not by a tensor computed from the step."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.value.id == "self" and isinstance(getattr(owner, node.attr, None), _STATIC)
+    if isinstance(node, ast.UnaryOp):
+        return _static_test(node.operand, owner)
+    if isinstance(node, ast.BoolOp):
+        return all(_static_test(v, owner) for v in node.values)
+    if isinstance(node, ast.Compare):
+        return all(_static_test(v, owner) for v in (node.left, *node.comparators))
+    return False
+
+
+def branches_on_values(cell: Any, _seen: Optional[set[int]] = None) -> bool:
+    """Whether ``cell.construct`` (or a cell or method it calls through ``self``) has
+    an ``if``, ``while``, conditional expression, ``and``/``or`` or ``assert`` decided
+    by a computed value. Such a schedule cannot be evaluated on a vector of steps. An
+    unreadable source counts as branching: the safe answer."""
+    seen = set() if _seen is None else _seen
+    if id(cell) in seen:
+        return False
+    seen.add(id(cell))
+    functions = [type(cell).construct]
+    checked: set[str] = {"construct"}
+    while functions:
+        tree = _source_tree(functions.pop())
+        if tree is None:
+            return True
+        for node in ast.walk(tree):
+            test = None
+            if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+                test = node.test
+            elif isinstance(node, ast.BoolOp):
+                test = node
+            if test is not None and not _static_test(test, cell):
+                return True
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+            ):
+                target = getattr(cell, node.func.attr, None)
+                if isinstance(target, LearningRateSchedule) or _is_cell(target):
+                    if branches_on_values(target, seen):
+                        return True
+                elif inspect.ismethod(target) and node.func.attr not in checked:
+                    checked.add(node.func.attr)
+                    functions.append(target.__func__)
+    return False
+
+
+def _is_cell(value: Any) -> bool:
+    from mindspore import nn
+
+    return isinstance(value, nn.Cell)
 
 
 class _ScaledSchedule(LearningRateSchedule):  # type: ignore[misc]

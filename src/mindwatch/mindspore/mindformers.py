@@ -19,6 +19,12 @@ registers first and then runs the script unchanged::
 
 (or ``import mindwatch.mindspore.mindformers; mindwatch.mindspore.mindformers.register()``
 in your own script before MindFormers builds its callbacks).
+
+What it records from MindFormers' train cells (``MFTrainOneStepCell`` and the others, any
+subclass): the loss as ``MFLossMonitor`` shows it, the lr the cell applied, the grad norm
+(with ``use_clip_grad``), the loss scale and overflow, ``local_norm`` as per-layer
+gradient norms, and TFLOPS / MFU from MindSpore's FLOPs count; ``tag_style: mindformers``
+adds MindFormers' own tag names. See ``docs/mindformers.md``.
 """
 
 from __future__ import annotations
