@@ -51,3 +51,14 @@ class Recorder(ms.train.Callback):  # type: ignore[misc]
 @pytest.fixture
 def recorder() -> Recorder:
     return Recorder()
+
+
+def run_context(**fields: Any) -> Any:
+    """A RunContext like Model.train builds, from MindSpore's own parameter class, for
+    driving a callback by hand (e.g. Ascend's once-per-sink calls)."""
+    from mindspore.train import RunContext
+    from mindspore.train.callback._callback import InternalCallbackParam
+
+    params = InternalCallbackParam()
+    params.update(fields)
+    return RunContext(params)

@@ -19,12 +19,13 @@ import numpy as np
 import pytest
 from mindspore import nn
 from mindspore.nn import learning_rate_schedule as schedules
-from mindspore.train import Model, RunContext
+from mindspore.train import Model
 
 import mindwatch.mindspore.callback as callback_module
 from mindwatch.mindspore import TrainingMonitor
 from mindwatch.mindspore.demo import CLASSES, FEATURES, HIDDEN, make_dataset, make_network
 from mindwatch.mindspore.lr import branches_on_values
+from tests.mindspore.conftest import run_context
 from tests.tbread import scalars
 
 BATCH, STEPS = 16, 12
@@ -83,14 +84,6 @@ def test_pynative_has_no_graph_count_but_flops_per_sample_works(tmp_path: Path) 
     assert run["flops"] == {"per_sample": 1e6, "source": "config"}
 
 
-def _context(**fields: Any) -> Any:
-    from mindspore.train.callback._callback import InternalCallbackParam
-
-    params = InternalCallbackParam()
-    params.update(fields)
-    return RunContext(params)
-
-
 class FakeClock:
     def __init__(self) -> None:
         self.now = 100.0
@@ -111,14 +104,14 @@ def test_compute_and_data_wait_of_each_step_and_of_a_sink(
     base = {"optimizer": opt, "train_network": None, "train_dataset": dataset}
     base.update(epoch_num=1, batch_num=16, cur_epoch_num=1)
     monitor = TrainingMonitor(logdir=tmp_path, config={"print_every": 0})
-    monitor.on_train_begin(_context(cur_step_num=0, **base))
+    monitor.on_train_begin(run_context(cur_step_num=0, **base))
     for sink in range(1, 4):
         clock.now += 0.008 * sink  # waiting for the sink's data: 8, 16, 24 ms
-        monitor.on_train_step_begin(_context(cur_step_num=4 * (sink - 1), **base))
+        monitor.on_train_step_begin(run_context(cur_step_num=4 * (sink - 1), **base))
         clock.now += 0.040  # the sink's 4 steps: 10 ms each
         outputs = ms.Tensor(np.float32(1.0))
-        monitor.on_train_step_end(_context(cur_step_num=4 * sink, net_outputs=outputs, **base))
-    monitor.on_train_end(_context(**base))
+        monitor.on_train_step_end(run_context(cur_step_num=4 * sink, net_outputs=outputs, **base))
+    monitor.on_train_end(run_context(**base))
     read = scalars(tmp_path)
     assert read["perf/compute_ms"] == [(4, pytest.approx(10.0)), (8, 10.0), (12, 10.0)]
     assert read["perf/data_wait_ms"] == [(4, pytest.approx(2.0)), (8, 4.0), (12, 6.0)]

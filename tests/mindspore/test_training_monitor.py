@@ -11,12 +11,12 @@ import mindspore as ms
 import numpy as np
 import pytest
 from mindspore import nn
-from mindspore.train import Model, RunContext
+from mindspore.train import Model
 
 from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
 from mindwatch.mindspore.demo import WarmupCosineLR, make_dataset, make_network, warmup_cosine
 from mindwatch.mindspore.outputs import OutputLayout, unpack_outputs
-from tests.mindspore.conftest import Recorder
+from tests.mindspore.conftest import Recorder, run_context
 from tests.tbread import scalars
 
 STEPS, BATCH = 40, 16
@@ -186,15 +186,6 @@ def test_group_and_list_learning_rates(tmp_path: Path) -> None:
     assert [v for _, v in read["train/lr/learning_rate_group_1"]] == pytest.approx([0.01] * 12)
 
 
-def _context(**fields: Any) -> Any:
-    """A RunContext like Model.train builds, from MindSpore's own parameter class."""
-    from mindspore.train.callback._callback import InternalCallbackParam
-
-    params = InternalCallbackParam()
-    params.update(fields)
-    return RunContext(params)
-
-
 def _run_params(
     optimizer: Any, *, batch_size: int, batch_num: int, epoch: int = 1, **more: Any
 ) -> dict[str, Any]:
@@ -216,13 +207,13 @@ def test_sink_mode_on_ascend_shares_time_among_the_sink_steps(tmp_path: Path) ->
     opt = nn.Momentum(make_network().trainable_params(), 0.01, 0.9)
     monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
     base = _run_params(opt, batch_size=32, batch_num=16)
-    monitor.on_train_begin(_context(cur_step_num=0, **base))
+    monitor.on_train_begin(run_context(cur_step_num=0, **base))
     for sink in range(1, 5):
         outputs = ms.Tensor(np.float32(1.0 / sink))
-        monitor.on_train_step_end(_context(cur_step_num=4 * sink, net_outputs=outputs, **base))
+        monitor.on_train_step_end(run_context(cur_step_num=4 * sink, net_outputs=outputs, **base))
         if sink == 2:  # an evaluation between sinks: its time is not a step, its steps are
-            monitor.on_eval_end(_context(eval_results={"eval_loss": np.float32(0.5)}, **base))
-    monitor.on_train_end(_context(**base))
+            monitor.on_eval_end(run_context(eval_results={"eval_loss": np.float32(0.5)}, **base))
+    monitor.on_train_end(run_context(**base))
     read = scalars(tmp_path)
     assert [s for s, _ in read["train/loss"]] == [4, 8, 12, 16]
     assert [v for _, v in read["train/loss"]] == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])
@@ -318,12 +309,12 @@ def test_a_monitoring_failure_is_one_warning_not_a_crash(
     base = _run_params(broken_optimizer, batch_size=8, batch_num=3)
     monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
     with caplog.at_level(logging.WARNING, logger="mindwatch"):
-        monitor.on_train_begin(_context(cur_step_num=0, **base))
+        monitor.on_train_begin(run_context(cur_step_num=0, **base))
         for step in (1, 2, 3):
             monitor.on_train_step_end(
-                _context(cur_step_num=step, net_outputs=ms.Tensor(np.float32(step)), **base)
+                run_context(cur_step_num=step, net_outputs=ms.Tensor(np.float32(step)), **base)
             )
-        monitor.on_train_end(_context(**base))
+        monitor.on_train_end(run_context(**base))
     warnings = [r.getMessage() for r in caplog.records if "learning rate" in r.getMessage()]
     assert len(warnings) == 1
     assert scalars(tmp_path)["train/loss"] == [(1, 1.0), (2, 2.0), (3, 3.0)]
@@ -360,10 +351,10 @@ def test_a_resumed_initial_step_is_kept(tmp_path: Path) -> None:
     opt = nn.Momentum(make_network().trainable_params(), 0.01, 0.9)
     base = _run_params(opt, batch_size=8, batch_num=100, epoch=3, initial_step=250)
     monitor = TrainingMonitor(logdir=tmp_path, config=QUIET)
-    monitor.on_train_begin(_context(cur_step_num=250, **base))
+    monitor.on_train_begin(run_context(cur_step_num=250, **base))
     for step in (251, 252, 253):
         loss = ms.Tensor(np.float32(step))
-        monitor.on_train_step_end(_context(cur_step_num=step, net_outputs=loss, **base))
-    monitor.on_train_end(_context(**base))
+        monitor.on_train_step_end(run_context(cur_step_num=step, net_outputs=loss, **base))
+    monitor.on_train_end(run_context(**base))
     assert [s for s, _ in scalars(tmp_path)["train/loss"]] == [251, 252, 253]
     assert monitor.monitor.total_steps == 350
