@@ -42,7 +42,16 @@ from mindspore import nn
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 from mindwatch.mindspore.tensors import to_float
 
-__all__ = ["MINDFORMERS_CELLS", "OutputLayout", "output_layout", "unpack_outputs"]
+__all__ = [
+    "MINDFORMERS_CELLS",
+    "OutputLayout",
+    "is_mindformers_cell",
+    "loss_value",
+    "mindformers_loss_divisor",
+    "output_layout",
+    "squared_norms_array",
+    "unpack_outputs",
+]
 
 MINDFORMERS_CELLS = ("MFTrainOneStepCell", "MFPipelineWithLossScaleCell")
 _MAX_DEPTH = 8  # wrappers between the train cell and the model (pipeline, GA, interleave)
