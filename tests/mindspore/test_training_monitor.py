@@ -358,3 +358,23 @@ def test_a_resumed_initial_step_is_kept(tmp_path: Path) -> None:
     monitor.on_train_end(run_context(**base))
     assert [s for s, _ in scalars(tmp_path)["train/loss"]] == [251, 252, 253]
     assert monitor.monitor.total_steps == 350
+
+
+def test_mindformers_loss_divisor_is_read_from_the_wrapper_cells() -> None:
+    """MFLossMonitor divides the loss by the pipeline's micro batches, the interleave
+    count and the gradient accumulation steps; mindwatch finds them in the cells."""
+    from mindspore.nn import MicroBatchInterleaved
+    from mindspore.nn.wrap.cell_wrapper import GradAccumulationCell
+
+    from mindwatch.mindspore.outputs import mindformers_loss_divisor
+
+    chain = GradAccumulationCell(MicroBatchInterleaved(nn.Dense(4, 1), 2), 4)
+    cell = types.SimpleNamespace(network=chain, micro_size=3, calculate_per_token_loss=False)
+    assert mindformers_loss_divisor(cell) == 8.0  # no pipeline: interleave x accumulation
+    ms.set_auto_parallel_context(pipeline_stages=2)
+    try:
+        assert mindformers_loss_divisor(cell) == 24.0  # and the pipeline's 3 micro batches
+        cell.calculate_per_token_loss = True  # then only the interleave count divides
+        assert mindformers_loss_divisor(cell) == 2.0
+    finally:
+        ms.set_auto_parallel_context(pipeline_stages=1)
