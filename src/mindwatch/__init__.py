@@ -8,8 +8,8 @@ from mindwatch._version import __version__
 from mindwatch.config import ConfigError, MonitorConfig
 from mindwatch.events import EventFileWriter, LogDirError
 from mindwatch.events.reader import RunReader
-from mindwatch.events.tables import read_scalars
 from mindwatch.monitor import Monitor
+from mindwatch.tools.tables import read_scalars
 
 __all__ = [
     "ConfigError",

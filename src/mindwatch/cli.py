@@ -102,7 +102,7 @@ def _read_scalars(logdir: Path, runs: tuple[str, ...], tags: tuple[str, ...]) ->
     from rich.console import Console
     from rich.progress import Progress
 
-    from mindwatch.events.tables import read_scalars
+    from mindwatch.tools.tables import read_scalars
 
     console = Console(stderr=True)
     with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:

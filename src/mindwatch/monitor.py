@@ -30,20 +30,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from mindwatch.aggregate import (
-    AggregationError,
-    Aggregator,
-    Collective,
-    ReductionTable,
-    env_rank_and_world,
-    rank_folder,
-)
+from mindwatch.aggregate import AggregationError, Aggregator, Collective, ReductionTable
 from mindwatch.alerts import Alert, AlertLog
-from mindwatch.alerts.sinks import ALERTS_FILE
 from mindwatch.config import MonitorConfig, ReduceKind
-from mindwatch.events import EventFileWriter, lifecycle
+from mindwatch.events import EventFileWriter
 from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
-from mindwatch.events.writer import LogDirError, PathLike, WriterStats, has_event_files
+from mindwatch.events.writer import LogDirError, PathLike, WriterStats
 from mindwatch.metrics.derived import perplexity
 from mindwatch.metrics.flops import mfu, tflops
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
@@ -52,8 +44,10 @@ from mindwatch.metrics.tags import TAGS, eval_tag, tag_for
 from mindwatch.metrics.timing import Every, StepClock
 from mindwatch.progress import ProgressReporter
 from mindwatch.rules import RuleEngine
-from mindwatch.rundir import make_run_dir
-from mindwatch.runinfo import RunInfo
+from mindwatch.run import lifecycle
+from mindwatch.run.info import RunInfo
+from mindwatch.run.layout import ALERTS_FILE, has_event_files, make_run_dir
+from mindwatch.run.ranks import env_rank_and_world, rank_folder
 
 if TYPE_CHECKING:
     from mindwatch.alerts.notify import Dispatcher

@@ -28,10 +28,10 @@ from mindspore.train import anf_ir_pb2, lineage_pb2, summary_pb2
 
 from mindwatch.cli import main
 from mindwatch.events.encoding import varint
-from mindwatch.events.msformat import SummaryFileReader, tensor_array
-from mindwatch.events.msgraph import graph_def_bytes
 from mindwatch.events.protowire import WireError, fields
 from mindwatch.events.records import frame
+from mindwatch.mssummary.format import SummaryFileReader, tensor_array
+from mindwatch.mssummary.graph import graph_def_bytes
 from mindwatch.tools.convert_summary import convert_summaries
 from tests.mindspore.test_demo_in_tensorboard import _free_port
 from tests.tbread import accumulator, same_float32

@@ -8,7 +8,6 @@ timeout (:mod:`.collective`) -> reduced values and the spread across ranks
 
 from mindwatch.aggregate.aggregator import Aggregator
 from mindwatch.aggregate.collective import AggregationError, Collective, CollectiveGuard
-from mindwatch.aggregate.ranks import env_rank_and_world, rank_folder, rank_of_run
 from mindwatch.aggregate.reductions import Reduction, ReductionTable
 
 __all__ = [
@@ -18,7 +17,4 @@ __all__ = [
     "CollectiveGuard",
     "Reduction",
     "ReductionTable",
-    "env_rank_and_world",
-    "rank_folder",
-    "rank_of_run",
 ]

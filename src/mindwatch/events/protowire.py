@@ -2,7 +2,7 @@
 
 MindSpore's summary files are protobuf messages of MindSpore's own schema
 (``mindspore.irpb``). Reading them must not need MindSpore (the core imports none), so
-:mod:`mindwatch.events.msformat` decodes them from the wire format, which is stable and
+:mod:`mindwatch.mssummary.format` decodes them from the wire format, which is stable and
 self-delimiting, with this module: :func:`fields` splits a message into its fields by
 number, and the helpers interpret a field's raw value as the type the schema gives it.
 Damage raises :class:`WireError`; callers skip the record.

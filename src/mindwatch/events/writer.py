@@ -13,7 +13,7 @@ Guarantees:
   TensorBoard reader tolerates.
 * **Barriers.** :meth:`flush` returns when everything logged before the call is in the
   OS; :meth:`close` also ``fsync``\\ s and closes the file. Both also run at interpreter
-  exit and on SIGTERM (see :mod:`mindwatch.events.lifecycle`).
+  exit and on SIGTERM (see :mod:`mindwatch.run.lifecycle`).
 * **Bounded memory, bounded waiting, explicit drop policy.** At most ``max_queue``
   items wait for the worker. When the queue is full (a burst faster than the worker
   can encode, or a stalled disk), the caller waits for room, but never longer than
@@ -52,7 +52,6 @@ from typing import Any, BinaryIO, Callable, Optional, Union
 
 import numpy as np
 
-from mindwatch.events import lifecycle
 from mindwatch.events.encoding import (
     encode_file_version,
     encode_graph,
@@ -68,11 +67,12 @@ from mindwatch.events.summaries import (
     import_text_support,
     text_value,
 )
+from mindwatch.run import lifecycle
+from mindwatch.run.layout import EVENT_FILE_PREFIX
 
 __all__ = [
     "DEFAULT_FLUSH_SECS",
     "DEFAULT_MAX_QUEUE",
-    "EVENT_FILE_PREFIX",
     "EventFileWriter",
     "LogDirError",
     "WriterStats",
@@ -97,17 +97,6 @@ _ValueBuilder = Callable[[], Sequence[bytes]]
 PathLike = Union[str, "os.PathLike[str]"]
 
 _file_counter = itertools.count()
-
-
-EVENT_FILE_PREFIX = "events.out.tfevents."
-
-
-def has_event_files(folder: PathLike) -> bool:
-    """Whether ``folder`` already holds TensorBoard event files (False if unreadable)."""
-    try:
-        return any(n.startswith(EVENT_FILE_PREFIX) for n in os.listdir(folder))
-    except OSError:
-        return False
 
 
 class LogDirError(OSError):
@@ -332,7 +321,7 @@ class EventFileWriter:
 
         A barrier: returns when everything logged is on disk, or after ``timeout``
         seconds (``None``: no limit) with a warning saying the rest may be lost. Exit and
-        SIGTERM use a limit (:data:`~mindwatch.events.lifecycle.EXIT_TIMEOUT_SECS`) so a
+        SIGTERM use a limit (:data:`~mindwatch.run.lifecycle.EXIT_TIMEOUT_SECS`) so a
         hung network file system cannot keep a finished job alive.
         """
         with self._close_lock:

@@ -61,7 +61,6 @@ from mindspore.train import Callback
 
 from mindwatch.alerts import Alert
 from mindwatch.config import MonitorConfig
-from mindwatch.events.lifecycle import EXIT_TIMEOUT_SECS
 from mindwatch.events.writer import PathLike
 from mindwatch.metrics.system import host_peak_rss_mb
 from mindwatch.metrics.timing import Every
@@ -79,6 +78,7 @@ from mindwatch.mindspore.stable import StableKeeper
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
 from mindwatch.rules.dynamic_lr import LRController
+from mindwatch.run.lifecycle import EXIT_TIMEOUT_SECS
 
 __all__ = ["TensorBoard", "TrainingMonitor"]
 

@@ -43,7 +43,7 @@ def rank_and_world_size() -> tuple[int, int]:
         from mindspore.communication import get_group_size, get_rank
 
         return int(get_rank()), int(get_group_size())
-    from mindwatch.aggregate import env_rank_and_world
+    from mindwatch.run.ranks import env_rank_and_world
 
     return env_rank_and_world()
 

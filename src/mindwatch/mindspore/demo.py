@@ -26,8 +26,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from mindwatch.rundir import make_run_dir
-from mindwatch.runinfo import read_run_info
+from mindwatch.run.info import read_run_info
+from mindwatch.run.layout import make_run_dir
 
 __all__ = ["WarmupCosineLR", "launch_workers", "make_dataset", "make_network", "run_demo"]
 

@@ -81,7 +81,7 @@ class Check:
 
 def load_run(folder: Path) -> pd.DataFrame:
     """The scalars of the run in ``folder`` (its own events, not its rank_<r>/ sub-runs)."""
-    from mindwatch.events.tables import read_scalars
+    from mindwatch.tools.tables import read_scalars
 
     if not folder.is_dir():
         raise CompareError(f"'{folder}' is not a folder; pass a run folder")

@@ -18,9 +18,9 @@ from typing import Optional
 
 import numpy as np
 
-from mindwatch.aggregate.ranks import rank_folder
 from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
 from mindwatch.events.writer import EventFileWriter
+from mindwatch.run.ranks import rank_folder
 from mindwatch.tools.logs import LogParser, Point
 
 __all__ = ["ConvertSummary", "convert_logs", "find_logs", "log_destinations"]

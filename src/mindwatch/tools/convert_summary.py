@@ -14,7 +14,7 @@ histogram (buckets)       histogram / distribution; NaN and inf counts, which Te
 image                     image (the PNG as MindSpore encoded it)
 tensor                    one element: scalar; more: histogram of its values, and up to
                           1,000 values as a text table ``<tag>/values``
-graph                     the GRAPHS tab (:mod:`mindwatch.events.msgraph`)
+graph                     the GRAPHS tab (:mod:`mindwatch.mssummary.graph`)
 ``*_lineage``             the run's HPARAMS: optimizer, learning rate, batch size, ...
 loss landscape, explain   skipped and counted (TensorBoard has no view for them)
 ========================  ===================================================================
@@ -40,7 +40,15 @@ from typing import Optional
 
 import numpy as np
 
-from mindwatch.events.msformat import (
+from mindwatch.events.summaries import (
+    bucket_histogram_value,
+    histogram_value,
+    hparams_session_values,
+    image_value,
+    text_value,
+)
+from mindwatch.events.writer import EventFileWriter
+from mindwatch.mssummary.format import (
     MsGraph,
     MsHistogram,
     MsImage,
@@ -51,15 +59,7 @@ from mindwatch.events.msformat import (
     is_summary_file,
     lineage_hparams,
 )
-from mindwatch.events.msgraph import graph_def_bytes
-from mindwatch.events.summaries import (
-    bucket_histogram_value,
-    histogram_value,
-    hparams_session_values,
-    image_value,
-    text_value,
-)
-from mindwatch.events.writer import EventFileWriter
+from mindwatch.mssummary.graph import graph_def_bytes
 
 __all__ = [
     "SummaryConversion",

@@ -17,9 +17,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal, Optional
 
-from mindwatch.events.msformat import is_summary_file
 from mindwatch.events.reader import event_files, find_runs
-from mindwatch.runinfo import process_alive, read_run_info
+from mindwatch.mssummary.format import is_summary_file
+from mindwatch.run.info import process_alive, read_run_info
 
 __all__ = ["Finding", "diagnose"]
 

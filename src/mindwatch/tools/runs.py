@@ -48,9 +48,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from mindwatch.events.writer import EVENT_FILE_PREFIX
-from mindwatch.runinfo import RUN_FILE
-from mindwatch.runinfo import process_alive as pid_alive
+from mindwatch.run.info import process_alive as pid_alive
+from mindwatch.run.layout import EVENT_FILE_PREFIX, RUN_FILE
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy as np
 
 from mindwatch._json import json_float
-from mindwatch.aggregate.ranks import rank_of_run
 from mindwatch.events.reader import find_runs
-from mindwatch.runinfo import read_run_info
+from mindwatch.run.info import read_run_info
+from mindwatch.run.ranks import rank_of_run
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from mindwatch.aggregate.ranks import rank_of_run
 from mindwatch.alerts.model import CAUSES, Alert
 from mindwatch.config import AlertSettings
 from mindwatch.events.reader import RunReader, Scalar, find_runs
 from mindwatch.rules import RuleEngine
-from mindwatch.runinfo import read_run_info
+from mindwatch.run.info import read_run_info
+from mindwatch.run.ranks import rank_of_run
 
 __all__ = ["STATE_FILE", "Watcher"]
 

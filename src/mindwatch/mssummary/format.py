@@ -134,7 +134,7 @@ class MsTensor:
 
 @dataclass(frozen=True)
 class MsGraph:
-    """A serialized ``mindspore.irpb.GraphProto`` (see :mod:`mindwatch.events.msgraph`)."""
+    """A serialized ``mindspore.irpb.GraphProto`` (see :mod:`mindwatch.mssummary.graph`)."""
 
     step: int
     wall_time: float

@@ -29,11 +29,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RUN_FILE", "RunInfo", "package_versions", "process_alive", "read_run_info"]
+from mindwatch.run.layout import RUN_FILE
+
+__all__ = ["RunInfo", "package_versions", "process_alive", "read_run_info"]
 
 log = logging.getLogger(__name__)
 
-RUN_FILE = "run.json"
 # Tells this process's attempts from an earlier process that had the same pid (a
 # restarted container often gets the same host name and pid).
 _PROCESS = uuid.uuid4().hex

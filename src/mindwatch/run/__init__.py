@@ -1,0 +1,2 @@
+"""The run folder: its layout and names, its ``run.json``, its ranks, and what closes
+it at exit or on SIGTERM."""
