@@ -83,7 +83,7 @@ def render() -> str:
         "Generated from `mindwatch.MonitorConfig` by `docs/gen_config_reference.py`; do not",
         "edit by hand. A config is a dict, a YAML file of these keys (or a `mindwatch:`",
         "section), or a MindFormers training YAML (`monitor_config`, `tensorboard`,",
-        "`callbacks:`; see `mindwatch.mindformers_yaml` for the mapping).",
+        "`callbacks:`; see `mindwatch.config.mindformers` for the mapping).",
         "",
         "## `MonitorConfig`",
         "",

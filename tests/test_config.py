@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 import mindwatch
-from mindwatch.config import ConfigError, MonitorConfig
-from mindwatch.mindformers_yaml import mindformers_notes
+from mindwatch.config import ConfigError, MonitorConfig, mindformers_notes
 from tests.tbread import scalars
 
 ROOT = Path(__file__).resolve().parents[1]

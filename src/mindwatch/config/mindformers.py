@@ -1,5 +1,5 @@
-"""Read MindFormers training YAMLs: their ``monitor_config``, ``tensorboard`` and
-``callbacks:`` sections become a :class:`~mindwatch.config.MonitorConfig`.
+"""MindFormers training YAMLs: their ``monitor_config``, ``tensorboard`` and
+``callbacks:`` sections as :class:`~mindwatch.config.MonitorConfig` fields.
 
 Mapping (MindFormers 1.5-1.9 keys, see the design notes' study of MindFormers):
 
@@ -26,20 +26,20 @@ Keys that mean nothing here are accepted, never silently dropped: they are liste
 with the reason, in a single warning (Ascend-only in-graph dumps, options mindwatch does
 not have, TensorBoard switches whose data mindwatch always writes). The same list is
 available from :func:`mindformers_notes` for tools such as ``mindwatch doctor``.
+
+:func:`translate` is a pure mapping from the YAML's sections to mindwatch field values;
+:meth:`MonitorConfig.from_mindformers <mindwatch.config.MonitorConfig.from_mindformers>`
+validates them.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Union
+from typing import Any, Callable
 
-from mindwatch.config import ConfigError, MonitorConfig, canonical_key
+from mindwatch.config.errors import ConfigError
 
-__all__ = ["from_mindformers", "is_mindformers_yaml", "load_yaml", "mindformers_notes"]
-
-log = logging.getLogger(__name__)
+__all__ = ["is_mindformers_yaml", "mindformers_notes", "translate"]
 
 _SECTIONS = ("monitor_config", "tensorboard", "callbacks")
 
@@ -89,31 +89,6 @@ _COSTLY = {
 _CHECKPOINT_KEYS = ("prefix", "save_checkpoint_steps", "keep_checkpoint_max", "directory")
 
 
-def load_yaml(path: Union[str, Path]) -> dict[str, Any]:
-    """``yaml.safe_load`` of ``path`` as a mapping, or a ConfigError naming the file."""
-    import yaml
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file '{path}': {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or exc
-        raise ConfigError(f"'{path}' is not valid YAML{where}: {problem}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"'{path}' must hold a mapping of settings (key: value lines), "
-            f"got a {type(data).__name__}"
-        )
-    return data
-
-
 def is_mindformers_yaml(data: Mapping[str, Any]) -> bool:
     return any(section in data for section in _SECTIONS)
 
@@ -128,11 +103,18 @@ def _section(data: Mapping[str, Any], name: str, source: str) -> Mapping[str, An
     return value
 
 
-def _translate(
-    data: Mapping[str, Any], source: str
+def _same(key: str) -> str:
+    return key
+
+
+def translate(
+    data: Mapping[str, Any], source: str, *, canonical: Callable[[str], str] = _same
 ) -> tuple[dict[str, Any], list[str], dict[str, str]]:
     """The mindwatch fields a MindFormers YAML implies, notes on the unused keys, and
-    where each field came from (for error messages in the user's own terms)."""
+    where each field came from (for error messages in the user's own terms).
+
+    ``canonical`` maps a mindwatch key given in the YAML (an alias such as
+    ``summary_dir``) to its field name, so a later section replaces an earlier value."""
     fields: dict[str, Any] = {}
     notes: list[str] = []
     origins: dict[str, str] = {}
@@ -204,24 +186,28 @@ def _translate(
             fields["checkpoint"] = {k: args.pop(k) for k in _CHECKPOINT_KEYS if k in args}
             origins["checkpoint"] = f"callbacks.{i} (CheckpointMonitor)"
         elif kind == "MindWatchMonitor":
-            _merge(fields, origins, args, f"callbacks.{i} (MindWatchMonitor)")
+            _merge(fields, origins, args, f"callbacks.{i} (MindWatchMonitor)", canonical)
             args = {}
         for key in args:
             notes.append(f"callbacks.{i} ({kind}).{key}: {_UNUSED}")
     fields["hparams"] = {**_hparams(data), **(fields.get("hparams") or {})}
     extra = data.get("mindwatch")
     if isinstance(extra, Mapping):
-        _merge(fields, origins, extra, "mindwatch")  # applied last: it wins
+        _merge(fields, origins, extra, "mindwatch", canonical)  # applied last: it wins
     return fields, notes, origins
 
 
 def _merge(
-    fields: dict[str, Any], origins: dict[str, str], more: Mapping[str, Any], where: str
+    fields: dict[str, Any],
+    origins: dict[str, str],
+    more: Mapping[str, Any],
+    where: str,
+    canonical: Callable[[str], str],
 ) -> None:
     """Add mindwatch keys given in the YAML: aliases land on their field (a later section
     replaces an earlier value instead of clashing with it), hparams are merged."""
     for key, value in more.items():
-        name = canonical_key(key)
+        name = canonical(key)
         merged = value
         if name == "hparams" and isinstance(value, Mapping):
             merged = {**(fields.get("hparams") or {}), **value}
@@ -252,18 +238,4 @@ def _hparams(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def mindformers_notes(data: Mapping[str, Any], source: str = "YAML") -> list[str]:
     """The keys of a MindFormers YAML that mindwatch accepts but does not use, and why."""
-    return _translate(data, source)[1]
-
-
-def from_mindformers(data: Mapping[str, Any], *, source: str = "MindFormers YAML") -> MonitorConfig:
-    """A MonitorConfig equivalent to a MindFormers training YAML (already loaded)."""
-    fields, notes, origins = _translate(data, source)
-    config = MonitorConfig.from_dict(fields, source=source, key_names=origins)
-    if notes:
-        log.warning(
-            "mindwatch: %s: %d MindFormers setting(s) accepted but not used:\n  %s",
-            source,
-            len(notes),
-            "\n  ".join(notes),
-        )
-    return config
+    return translate(data, source)[1]

@@ -8,20 +8,20 @@ Validated once, at the edge, with pydantic; frozen afterwards. It is built from:
   ``TensorBoard`` callback (``summary_dir``/``log_dir``, ``collect_freq``,
   ``update_time``), accepted as aliases;
 * a MindFormers training YAML (its ``monitor_config``, ``tensorboard`` and ``callbacks:``
-  sections; see :mod:`mindwatch.mindformers_yaml`).
+  sections; see :mod:`mindwatch.config.mindformers`).
 
-Every mistake is reported at once, before training starts, as a :class:`ConfigError`
-naming the key path, the bad value, what is allowed and, for a misspelt key, the
-closest valid one. Settings MindSpore accepts silently and then records nothing with
-(``collect_freq: 0``) are errors here. Keys of the seeds' ``monitor_config`` that are
-not about monitoring (``save_graphs``, ``export_kwargs``, ...) are accepted and named in
-one warning, so that config works as it is. ``docs/config.md`` is generated from the field
-descriptions below (``python docs/gen_config_reference.py``).
+Every mistake is reported at once, before training starts, as a
+:class:`~mindwatch.config.errors.ConfigError` naming the key path, the bad value, what is
+allowed and, for a misspelt key, the closest valid one. Settings MindSpore accepts
+silently and then records nothing with (``collect_freq: 0``) are errors here. Keys of
+the seeds' ``monitor_config`` that are not about monitoring (``save_graphs``,
+``export_kwargs``, ...) are accepted and named in one warning, so that config works as it
+is. ``docs/config.md`` is generated from the field descriptions below
+(``python docs/gen_config_reference.py``).
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections.abc import Mapping
@@ -33,22 +33,18 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-__all__ = [
-    "AlertSettings",
-    "CheckpointSettings",
-    "ConfigError",
-    "MonitorConfig",
-    "ReduceKind",
-    "accepted_keys",
-    "canonical_key",
-]
+from mindwatch.config.alerts import AlertSettings
+from mindwatch.config.errors import ConfigError, describe
+from mindwatch.config.mindformers import is_mindformers_yaml, translate
+from mindwatch.config.yaml import load_yaml
+
+__all__ = ["CheckpointSettings", "HistogramKind", "MonitorConfig", "ReduceKind", "canonical_key"]
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +53,6 @@ HistogramKind = Literal["parameters", "gradients"]
 # How a metric is combined across data-parallel ranks (see mindwatch.aggregate).
 ReduceKind = Literal["mean", "sum", "max", "min", "once", "per_rank"]
 _HISTOGRAM_KINDS: tuple[HistogramKind, ...] = ("parameters", "gradients")
-
-
-class ConfigError(ValueError):
-    """A configuration that mindwatch refuses; the message says where and how to fix it."""
 
 
 class CheckpointSettings(BaseModel):
@@ -81,260 +73,6 @@ class CheckpointSettings(BaseModel):
         default=None,
         description="Folder for checkpoint files (None: '<logdir>/checkpoints').",
     )
-
-
-class _RuleSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    enabled: bool = Field(default=True, description="Run this rule.")
-
-
-class NonFiniteSettings(_RuleSettings):
-    """``nonfinite``: NaN or Inf in a watched metric (critical)."""
-
-    metrics: list[str] = Field(
-        default_factory=list,
-        description="Tags to watch (empty: every train/ and eval/ tag).",
-    )
-
-
-class SpikeSettings(_RuleSettings):
-    """``spike``: a value far above its recent level (median/MAD z-score and a ratio)."""
-
-    metrics: list[str] = Field(default_factory=lambda: ["train/loss"], description="Tags.")
-    window: int = Field(default=100, ge=5, description="Recent points the level is taken from.")
-    warmup: int = Field(default=30, ge=1, description="Points seen before the rule may fire.")
-    ratio: float = Field(default=3.0, gt=1, description="Value / recent mean must exceed this.")
-    zscore: float = Field(
-        default=6.0,
-        gt=0,
-        description="Robust z-score that must be exceeded: (x - median) / (1.4826 MAD) of "
-        "the window, with x = log(value) for positive values.",
-    )
-
-
-class GradExplosionSettings(_RuleSettings):
-    """``grad_explosion``: the global gradient norm above thresholds."""
-
-    metric: str = Field(default="train/grad_norm", description="Tag.")
-    warning: float = Field(default=10.0, gt=0, description="Warning above this norm.")
-    critical: float = Field(default=20.0, gt=0, description="Critical above this norm.")
-
-
-class GradVanishingSettings(_RuleSettings):
-    """``grad_vanishing``: the global gradient norm below a threshold for several steps."""
-
-    metric: str = Field(default="train/grad_norm", description="Tag.")
-    below: float = Field(default=1e-3, gt=0, description="Norm threshold.")
-    steps: int = Field(default=5, ge=1, description="Consecutive steps below it.")
-
-
-class PlateauSettings(_RuleSettings):
-    """``plateau``: the smoothed loss has not improved by ``min_delta`` in ``steps`` steps."""
-
-    metric: str = Field(default="train/loss", description="Tag.")
-    steps: int = Field(default=2000, ge=1, description="Steps without improvement.")
-    min_delta: float = Field(default=0.01, ge=0, description="Relative improvement required.")
-    smoothing: int = Field(default=50, ge=1, description="EMA span of the loss, in points.")
-    severity: Literal["info", "warning"] = Field(default="info", description="Alert severity.")
-
-
-class DivergenceSettings(_RuleSettings):
-    """``divergence``: the smoothed loss has risen well above its minimum and stays there."""
-
-    metric: str = Field(default="train/loss", description="Tag.")
-    window: int = Field(default=100, ge=2, description="Smoothing (EMA span, in points).")
-    rise: float = Field(default=1.0, gt=0, description="Relative rise above the minimum.")
-    steps: int = Field(default=50, ge=1, description="Consecutive points above it.")
-    warmup: int = Field(default=200, ge=0, description="Points seen before the rule may fire.")
-
-
-class ThroughputDropSettings(_RuleSettings):
-    """``throughput_drop``: throughput well below its rolling baseline, sustained."""
-
-    metric: str = Field(default="perf/samples_per_s", description="Tag.")
-    drop: float = Field(default=0.3, gt=0, lt=1, description="Relative drop that alerts.")
-    window: int = Field(default=200, ge=10, description="Baseline: median of this many points.")
-    recent: int = Field(default=30, ge=1, description="Compared: median of the last points.")
-
-
-class StallSettings(_RuleSettings):
-    """``stall``: no new step for ``seconds`` (checked by ``mindwatch watch``)."""
-
-    seconds: float = Field(default=600.0, gt=0, description="Seconds without a new step.")
-
-
-class EvalReboundSettings(_RuleSettings):
-    """``eval_rebound``: validation loss rising for K evaluations while the train loss falls."""
-
-    metric: str = Field(default="eval/loss", description="Validation tag.")
-    train_metric: str = Field(default="train/loss", description="Training tag.")
-    evaluations: int = Field(default=3, ge=1, description="Consecutive rising evaluations.")
-    train_tolerance: float = Field(
-        default=0.1,
-        ge=0,
-        description="The train loss (mean between evaluations) counts as not rising "
-        "unless it rose by more than this (noise near convergence).",
-    )
-
-
-NotifierKind = Literal["webhook", "dingtalk", "feishu", "wecom", "slack", "email"]
-
-
-class NotifierSettings(BaseModel):
-    """Where alerts are sent. Secrets (``url``, ``secret``, ``password``) are best given
-    as environment variable names (``url_env``, ...); given directly, they are kept out
-    of run.json, the TEXT tab, logs and errors all the same."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: NotifierKind = Field(
-        description="webhook (JSON POST of the alert), dingtalk, feishu (also Lark), "
-        "wecom, slack (incoming webhook) or email (SMTP)."
-    )
-    min_severity: Literal["info", "warning", "critical"] = Field(
-        default="warning", description="Send alerts of this severity and above."
-    )
-    url: Optional[SecretStr] = Field(default=None, description="Webhook URL (a secret).")
-    url_env: Optional[str] = Field(default=None, description="Variable holding the URL.")
-    secret: Optional[SecretStr] = Field(
-        default=None, description="DingTalk / Feishu signing secret."
-    )
-    secret_env: Optional[str] = Field(default=None, description="Variable holding it.")
-    host: Optional[str] = Field(default=None, description="email: SMTP server.")
-    port: Optional[int] = Field(default=None, ge=1, le=65535, description="email: port.")
-    security: Literal["starttls", "ssl", "none"] = Field(
-        default="starttls", description="email: STARTTLS, SSL from the start, or none."
-    )
-    username: Optional[str] = Field(default=None, description="email: login name.")
-    password: Optional[SecretStr] = Field(default=None, description="email: password.")
-    password_env: Optional[str] = Field(default=None, description="Variable holding it.")
-    sender: Optional[str] = Field(default=None, description="email: From address.")
-    recipients: list[str] = Field(default_factory=list, description="email: To addresses.")
-
-    @field_validator("url_env", "secret_env", "password_env")
-    @classmethod
-    def _variable_name(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-            raise ValueError(
-                "must be the NAME of an environment variable (e.g. DINGTALK_WEBHOOK), not its value"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _complete(self) -> NotifierSettings:
-        if self.kind == "email":
-            missing = [k for k in ("host", "sender") if not getattr(self, k)]
-            if not self.recipients:
-                missing.append("recipients")
-            if missing:
-                raise ValueError(f"an email notifier needs {', '.join(missing)}")
-        elif self.url is None and not self.url_env:
-            raise ValueError(
-                f"a {self.kind} notifier needs url_env (the name of a variable holding the "
-                "webhook URL) or url"
-            )
-        return self
-
-
-class DeliverySettings(BaseModel):
-    """How notifications are delivered (off the training thread)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    timeout: float = Field(default=5.0, gt=0, description="Seconds per attempt.")
-    retries: int = Field(default=3, ge=0, description="Retries after a failed attempt.")
-    backoff: float = Field(default=1.0, ge=0, description="First retry delay, doubling.")
-    max_per_minute: int = Field(
-        default=20, ge=1, description="Per notifier; more are dropped and counted."
-    )
-
-
-class DynamicLRSettings(BaseModel):
-    """The seeds' dynamic learning rate: the gradient norm below ``low`` for ``patience``
-    steps -> lr x ``factor``; above ``high`` for ``patience`` steps -> lr / ``factor``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    enabled: bool = Field(default=False, description="Adjust the optimizer's lr.")
-    metric: str = Field(default="train/grad_norm", description="Tag the rule watches.")
-    low: float = Field(default=0.01, gt=0, description="Raise the lr below this norm.")
-    high: Optional[float] = Field(
-        default=None, gt=0, description="Lower the lr above this norm (None: never)."
-    )
-    patience: int = Field(default=5, ge=1, description="Consecutive steps needed.")
-    factor: float = Field(default=1.5, gt=1, description="Multiplier per change.")
-    max_scale: float = Field(default=100.0, ge=1, description="Largest total multiplier.")
-    min_scale: float = Field(default=0.01, gt=0, le=1, description="Smallest one.")
-
-
-RULE_NAMES = (
-    "nonfinite",
-    "spike",
-    "grad_explosion",
-    "grad_vanishing",
-    "plateau",
-    "divergence",
-    "throughput_drop",
-    "stall",
-    "eval_rebound",
-)
-
-
-class AlertSettings(BaseModel):
-    """Anomaly rules and what they write (``<run>/alerts.jsonl``, the log)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    enabled: bool = Field(default=True, description="Evaluate the rules during training.")
-    cooldown_steps: int = Field(
-        default=100,
-        ge=0,
-        description="After an alert, the same (rule, metric, rank) stays quiet this many "
-        "steps unless its severity rises.",
-    )
-    nonfinite: NonFiniteSettings = Field(default_factory=NonFiniteSettings)
-    spike: SpikeSettings = Field(default_factory=SpikeSettings)
-    grad_explosion: GradExplosionSettings = Field(default_factory=GradExplosionSettings)
-    grad_vanishing: GradVanishingSettings = Field(default_factory=GradVanishingSettings)
-    plateau: PlateauSettings = Field(default_factory=PlateauSettings)
-    divergence: DivergenceSettings = Field(default_factory=DivergenceSettings)
-    throughput_drop: ThroughputDropSettings = Field(default_factory=ThroughputDropSettings)
-    stall: StallSettings = Field(default_factory=StallSettings)
-    eval_rebound: EvalReboundSettings = Field(default_factory=EvalReboundSettings)
-    stop_on: list[str] = Field(
-        default_factory=list,
-        description="Rules whose warning or critical alerts stop training cleanly (the "
-        "MindSpore callback asks Model.train to stop; under data parallelism every rank "
-        "stops at the same step), e.g. [nonfinite].",
-    )
-    last_stable_on: list[str] = Field(
-        default_factory=lambda: ["nonfinite", "spike", "grad_explosion", "divergence"],
-        description="Rules whose warning or critical alerts keep the newest checkpoint "
-        "saved before them as 'last stable' (a hard link 'last_stable-<name>' next to it, "
-        "which keep_checkpoint_max does not rotate away; path in the alert and run.json).",
-    )
-    dynamic_lr: DynamicLRSettings = Field(default_factory=DynamicLRSettings)
-    sample_ids: Optional[int] = Field(
-        default=None,
-        ge=0,
-        description="Position of a dataset column holding sample ids (the MindSpore "
-        "callback reads it from each batch and puts the ids of the alerting step's batch "
-        "in the alert; the network must accept the column, see docs/alerts.md).",
-    )
-    notify: list[NotifierSettings] = Field(
-        default_factory=list,
-        description="Notifiers: webhook, dingtalk, feishu, wecom, slack, email (docs/alerts.md).",
-    )
-    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
-
-    @field_validator("stop_on", "last_stable_on")
-    @classmethod
-    def _known_rules(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in RULE_NAMES]
-        if unknown:
-            raise ValueError(f"unknown rule {unknown}; the rules are {', '.join(RULE_NAMES)}")
-        return value
 
 
 class MonitorConfig(BaseModel):
@@ -684,20 +422,35 @@ class MonitorConfig(BaseModel):
         try:
             return cls.model_validate(dict(data))
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, source, key_names or {})) from None
+            raise ConfigError(describe(exc, source, key_names or {}, cls)) from None
 
     @classmethod
     def from_yaml(cls, path: Union[str, Path]) -> MonitorConfig:
         """Read a YAML file: mindwatch's own fields, a ``mindwatch:`` section, or a
         MindFormers training YAML (``monitor_config`` / ``tensorboard`` / ``callbacks``)."""
-        from mindwatch.mindformers_yaml import from_mindformers, is_mindformers_yaml, load_yaml
-
         data = load_yaml(path)
         if is_mindformers_yaml(data):
-            return from_mindformers(data, source=str(path))
+            return cls.from_mindformers(data, source=str(path))
         if "mindwatch" in data and isinstance(data["mindwatch"], Mapping):
             return cls.from_dict(data["mindwatch"], source=f"{path}: mindwatch")
         return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_mindformers(
+        cls, data: Mapping[str, Any], *, source: str = "MindFormers YAML"
+    ) -> MonitorConfig:
+        """The config a MindFormers training YAML (already loaded) implies; keys that mean
+        nothing to mindwatch are named once in one warning."""
+        fields, notes, origins = translate(data, source, canonical=canonical_key)
+        config = cls.from_dict(fields, source=source, key_names=origins)
+        if notes:
+            log.warning(
+                "mindwatch: %s: %d MindFormers setting(s) accepted but not used:\n  %s",
+                source,
+                len(notes),
+                "\n  ".join(notes),
+            )
+        return config
 
 
 def canonical_key(key: str) -> str:
@@ -709,27 +462,6 @@ def canonical_key(key: str) -> str:
     return key
 
 
-def accepted_keys(model: type[BaseModel]) -> list[str]:
-    """The keys ``model`` accepts: its field names and their aliases."""
-    names: list[str] = []
-    for name, field in model.model_fields.items():
-        names.append(name)
-        alias = field.validation_alias
-        if isinstance(alias, AliasChoices):
-            names += [a for a in alias.choices if isinstance(a, str)]
-    return names
-
-
-def _model_at(loc: tuple[Union[int, str], ...]) -> type[BaseModel]:
-    model: type[BaseModel] = MonitorConfig
-    for part in loc:
-        field = model.model_fields.get(str(part))
-        annotation = getattr(field, "annotation", None)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model = annotation
-    return model
-
-
 # Keys of the seeds' monitor_config (MindSpore's SummaryCollector and context) that mean
 # nothing to a monitor: accepted, so that config works as it is, and reported once.
 _FOREIGN_KEYS = {
@@ -738,63 +470,3 @@ _FOREIGN_KEYS = {
     "save_graphs_path": "a MindSpore context option (ms.set_context), not a monitoring one",
     "export_kwargs": "model export is not part of monitoring",
 }
-_UNION_MEMBERS = {"bool", "int", "float", "str"}
-
-
-_SECRET_KEYS = frozenset({"url", "secret", "password"})
-
-
-_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
-
-
-def _masked(value: Any, key: str = "") -> Any:
-    """``value`` with secrets replaced, at any depth: values of url/secret/password keys
-    and anything that looks like a URL (webhook URLs carry their access token)."""
-    if key in _SECRET_KEYS:
-        return "***"
-    if isinstance(value, str):
-        return _URL.sub("***", value)
-    if isinstance(value, Mapping):
-        return {k: _masked(v, str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_masked(v) for v in value]
-    return value
-
-
-def _shown(loc: tuple[Union[int, str], ...], value: Any) -> str:
-    """A bad value for an error message, with secrets replaced (a notifier's URL,
-    signing secret or password never appears in an error)."""
-    return f"{_masked(value, str(loc[-1]) if loc else '')!r:.80}"
-
-
-def _describe(exc: ValidationError, source: str, key_names: Mapping[str, str]) -> str:
-    lines = [f"invalid mindwatch {source}:"]
-    seen_unions: set[tuple[Union[int, str], ...]] = set()
-    for error in exc.errors():
-        original = tuple(error["loc"])
-        loc = original
-        if loc and str(loc[0]) in key_names:  # shown in the user's own terms
-            loc = (key_names[str(loc[0])], *loc[1:])
-        if loc and loc[-1] in _UNION_MEMBERS:  # one line for a value no union member takes
-            if loc[:-1] in seen_unions:
-                continue
-            seen_unions.add(loc[:-1])
-            path = ".".join(str(p) for p in loc[:-1])
-            shown = _shown(original, error.get("input"))
-            lines.append(f"  - {path} = {shown}: must be a bool, number or string")
-            continue
-        path = ".".join(str(p) for p in loc)
-        if not path:  # a rule about several keys: the message names them
-            lines.append(f"  - {str(error['msg']).removeprefix('Value error, ')}")
-            continue
-        if error["type"] == "extra_forbidden":
-            key = str(original[-1])
-            known = accepted_keys(_model_at(original[:-1]))
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            listed = ", ".join(sorted(set(known)))
-            lines.append(f"  - {path}: unknown key{hint} (known keys: {listed})")
-            continue
-        message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"  - {path} = {_shown(original, error.get('input'))}: {message}")
-    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""Configuration: one validated, frozen :class:`MonitorConfig`, by concern.
+
+=================  ==============================================================
+module             what it holds
+=================  ==============================================================
+:mod:`.model`      ``MonitorConfig`` and its building (dict, YAML, MindFormers)
+:mod:`.alerts`     the ``alerts`` section: rules, notifiers, delivery, actions
+:mod:`.mindformers` MindFormers YAML sections -> mindwatch fields (pure mapping)
+:mod:`.yaml`       reading a YAML file with errors that name file and line
+:mod:`.errors`     ``ConfigError`` and its one-message-for-every-mistake text
+=================  ==============================================================
+"""
+
+from mindwatch.config.alerts import (
+    RULE_NAMES,
+    AlertSettings,
+    DeliverySettings,
+    DivergenceSettings,
+    DynamicLRSettings,
+    EvalReboundSettings,
+    GradExplosionSettings,
+    GradVanishingSettings,
+    NonFiniteSettings,
+    NotifierSettings,
+    PlateauSettings,
+    SpikeSettings,
+    StallSettings,
+    ThroughputDropSettings,
+)
+from mindwatch.config.errors import ConfigError, accepted_keys
+from mindwatch.config.mindformers import mindformers_notes
+from mindwatch.config.model import (
+    CheckpointSettings,
+    HistogramKind,
+    MonitorConfig,
+    ReduceKind,
+    canonical_key,
+)
+
+__all__ = [
+    "RULE_NAMES",
+    "AlertSettings",
+    "CheckpointSettings",
+    "ConfigError",
+    "DeliverySettings",
+    "DivergenceSettings",
+    "DynamicLRSettings",
+    "EvalReboundSettings",
+    "GradExplosionSettings",
+    "GradVanishingSettings",
+    "HistogramKind",
+    "MonitorConfig",
+    "NonFiniteSettings",
+    "NotifierSettings",
+    "PlateauSettings",
+    "ReduceKind",
+    "SpikeSettings",
+    "StallSettings",
+    "ThroughputDropSettings",
+    "accepted_keys",
+    "canonical_key",
+    "mindformers_notes",
+]
