@@ -269,9 +269,8 @@ def watch_command(
     state in a small file so repeated calls never report the same event twice.
     Exit status: 0 no new alerts, 1 new alerts, 2 error.
     """
-    from mindwatch.alerts.notify import build_dispatcher
     from mindwatch.config import AlertSettings, ConfigError, MonitorConfig
-    from mindwatch.tools.watch import STATE_FILE, Watcher
+    from mindwatch.tools.watch import STATE_FILE, Watcher, watch
 
     root = _logdir(logdir)
     try:
@@ -285,32 +284,14 @@ def watch_command(
         watcher = Watcher(root, settings, state_path=state_path or root / STATE_FILE)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
-    dispatcher = build_dispatcher(settings)
-    total = 0
+
+    def report(alert: Any) -> None:
+        click.echo(alert.to_json() if as_json else f"{alert.run}: {alert.line()}")
+
     try:
-        while True:
-            alerts = watcher.poll()
-            for alert in alerts:
-                click.echo(alert.to_json() if as_json else f"{alert.run}: {alert.line()}")
-                if dispatcher is not None:
-                    dispatcher.submit(alert)
-            total += len(alerts)
-            if once and dispatcher is not None:
-                # Deliver before the state says "reported" (bounded wait; what cannot be
-                # delivered in time is logged and stays in the output above).
-                dispatcher.close(timeout=30.0)
-                dispatcher = None
-            try:
-                watcher.save()
-            except OSError as exc:
-                raise InputError(f"cannot save the watch state: {exc}") from exc
-            if once:
-                break
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        pass
-    if dispatcher is not None:
-        dispatcher.close(timeout=30.0)
+        total = watch(watcher, report, once=once, interval=interval)
+    except OSError as exc:
+        raise InputError(f"cannot save the watch state: {exc}") from exc
     ctx.exit(1 if total else 0)
 
 
@@ -347,101 +328,24 @@ def convert_command(
     worker_<i>.log files), one run per worker (DST/rank_<i>) and, for several workers,
     DST itself reduced across them. Exit status: 0 converted, 2 bad input.
     """
-    from mindwatch.tools.convert import convert_logs, find_logs, log_destinations
-    from mindwatch.tools.convert_summary import find_summary_folders, summary_destinations
+    from mindwatch.tools.convert import ConversionError, convert, plan_conversion
 
-    summaries: list[Path] = []
-    logs: list[Path] = []
-    for source in sources:
-        if not source.exists():
-            raise InputError(f"'{source}' does not exist")
-        if find_summary_folders(source):
-            summaries.append(source)
-            if source.is_dir() and find_logs(source):
-                click.echo(
-                    f"note: '{source}' also holds training logs; they are not converted "
-                    "(give a log file itself, into another DST, to convert it)",
-                    err=True,
-                )
-        else:
-            logs += find_logs(source)
-    if summaries and logs:
-        raise InputError(
-            f"{summaries[0]} holds MindSpore summary files and {logs[0]} is a training log: "
-            "convert them into different destination folders, one command each"
+    try:
+        plan = plan_conversion(sources)
+        for note in plan.notes:
+            click.echo(note, err=True)
+        summary = convert(
+            plan,
+            dst,
+            steps_per_epoch=steps_per_epoch,
+            raw_tags=raw_tags,
+            follow=follow,
+            interval=interval,
+            overwrite=overwrite,
         )
-    if len(summaries) > 1:
-        raise InputError(
-            "give one MindSpore summary source at a time (a file, a summary folder or a "
-            "folder of them): each becomes runs at the same relative place below DST"
-        )
-    if not summaries and not logs:
-        raise InputError(
-            "no MindSpore summary files (*_MS) and no log files found "
-            "(expected a summary folder, a .log file or worker_<i>.log files)"
-        )
-    planned = summary_destinations(summaries[0], dst) if summaries else log_destinations(logs, dst)
-    _clear_destinations(planned, overwrite)
-    if summaries:
-        try:
-            _convert_summaries(
-                summaries[0], dst, raw_tags=raw_tags, follow=follow, interval=interval
-            )
-        except InputError:
-            _clear_destinations(planned, overwrite=True)  # leave no empty runs behind
-            raise
-        return
-    summary = convert_logs(
-        logs, dst, steps_per_epoch=steps_per_epoch, follow=follow, interval=interval
-    )
-    if not summary.points:
-        _clear_destinations(planned, overwrite=True)  # leave no empty runs behind
-        raise InputError(
-            f"no MFLossMonitor / LossMonitor / TimeMonitor lines in {len(logs)} log(s) "
-            f"({summary.lines} lines read)"
-        )
-    click.echo(
-        f"converted {len(logs)} log(s) into {len(summary.runs)} run(s) below {dst}: "
-        f"{summary.points:,} points, tags {', '.join(sorted(summary.tags))}; "
-        f"{summary.lines:,} lines read, {summary.skipped} monitor-like lines not understood"
-    )
-
-
-def _clear_destinations(folders: list[Path], overwrite: bool) -> None:
-    """Refuse to add a second copy of every point to an earlier conversion, or remove it."""
-    from mindwatch.events.reader import event_files
-
-    for folder in folders:
-        old = event_files(folder)
-        if old and not overwrite:
-            raise InputError(
-                f"'{folder}' already holds event files (an earlier conversion?): converting "
-                "again would add a second copy of every point; choose an empty DST or pass "
-                "--overwrite to replace them"
-            )
-        for name in old:
-            (folder / name).unlink()
-
-
-def _convert_summaries(
-    source: Path, dst: Path, *, raw_tags: bool, follow: bool, interval: float
-) -> None:
-    from mindwatch.tools.convert_summary import convert_summaries
-
-    result = convert_summaries(source, dst, raw_tags=raw_tags, follow=follow, interval=interval)
-    if not result.points:
-        raise InputError(f"the summary files below '{source}' hold nothing to convert")
-    found = ", ".join(
-        f"{n:,} {kind if n != 1 else kind.removesuffix('s')}"
-        for kind, n in sorted(result.kinds.items())
-    )
-    skipped = ", ".join(f"{n} {why}" for why, n in sorted(result.skipped.items())) or "none"
-    runs = ", ".join(result.runs)
-    click.echo(
-        f"converted {len(result.runs)} summary folder(s) into run(s) {runs} below {dst}: "
-        f"{found}; {len(result.tags)} tags: {', '.join(sorted(result.tags))}; "
-        f"{result.records:,} records read; skipped: {skipped}"
-    )
+    except ConversionError as exc:
+        raise InputError(str(exc)) from exc
+    click.echo(summary)
 
 
 @main.command("doctor")
@@ -529,27 +433,12 @@ def compare_command(
     time against tolerances (see docs/compare.md). Exit status: 0 within tolerance,
     1 regression found, 2 bad input.
     """
-    import yaml
-    from pydantic import ValidationError
-
     from mindwatch.tools import compare as cmp
 
-    settings: dict[str, Any] = {}
-    if tolerances_file is not None:
-        try:
-            loaded = yaml.safe_load(tolerances_file.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise InputError(f"cannot read tolerances '{tolerances_file}': {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise InputError(f"'{tolerances_file}' must be a mapping of tolerance keys")
-        settings.update(loaded)
-    settings.update({k: v for k, v in flags.items() if v is not None})
     try:
-        tol = cmp.Tolerances(**settings)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        known = ", ".join(cmp.Tolerances.model_fields)
-        raise InputError(f"bad tolerances: {problems} (known keys: {known})") from exc
+        tol = cmp.load_tolerances(tolerances_file, flags)
+    except cmp.CompareError as exc:
+        raise InputError(str(exc)) from exc
     try:
         checks = cmp.compare_runs(cmp.load_run(run), cmp.load_run(baseline), tol)
     except cmp.CompareError as exc:
@@ -568,27 +457,10 @@ def compare_command(
 
 def _print_checks(checks: list[Any], *, passed: bool) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    def number(value: Optional[float]) -> str:
-        return "-" if value is None else f"{value:.5g}"
+    from mindwatch.tools.compare import checks_table
 
-    table = Table(box=None, pad_edge=False)
-    for column in ("check", "baseline", "run", "change", "limit", "result", ""):
-        table.add_column(column, justify="right" if column in ("baseline", "run") else "left")
-    for check in checks:
-        change = "-" if check.change is None else f"{check.change:+.1%}"
-        result = {"ok": "ok", "regression": "REGRESSION", "skipped": "skipped"}[check.status]
-        table.add_row(
-            check.name,
-            number(check.baseline),
-            number(check.run),
-            change,
-            number(check.limit),
-            result,
-            check.detail,
-        )
-    _echo_table(Console(highlight=False, markup=False, emoji=False), table)
+    _echo_table(Console(highlight=False, markup=False, emoji=False), checks_table(checks))
     bad = [c.name for c in checks if c.status == "regression"]
     click.echo("within tolerance" if passed else f"regression: {', '.join(bad)}")
 
@@ -706,7 +578,10 @@ def runs_command(
             console.print(table)
         else:
             _echo_table(console, table)
-        _print_summary(console, found, marked, failed, yes=yes, policy=policy, max_size=max_size)
+        for line in runtools.summary_lines(
+            found, marked, failed, deleted=yes, policy=policy, max_size=max_size
+        ):
+            console.print(line)
     for name, error in failed.items():
         click.echo(
             f"mindwatch runs: could not delete {name}: {error} (fix that and run again, "
@@ -714,44 +589,6 @@ def runs_command(
             err=True,
         )
     ctx.exit(2 if failed else 1 if marked and not yes else 0)
-
-
-def _print_summary(
-    console: Any,
-    found: list[runtools.Run],
-    marked: list[runtools.Run],
-    failed: dict[str, str],
-    *,
-    yes: bool,
-    policy: bool,
-    max_size: Optional[int],
-) -> None:
-    active = sum(run.active for run in found)
-    total = sum(run.size for run in found)
-    console.print(
-        f"{len(found)} run{'s' if len(found) != 1 else ''}, {runtools.format_size(total)}"
-        + (f"; {active} active (never deleted)" if active else "")
-    )
-    freed = sum(run.size for run in marked if run.name not in failed)
-    if marked and not yes:
-        console.print(
-            f"Would delete {len(marked)} run(s), freeing {runtools.format_size(freed)}. "
-            "Add --yes to delete them."
-        )
-    elif marked:
-        for run in marked:
-            if run.name not in failed:
-                console.print(f"deleted {run.name} ({runtools.format_size(run.size)})")
-        done = len(marked) - len(failed)
-        console.print(f"Deleted {done} run(s), freed {runtools.format_size(freed)}.")
-    elif policy:
-        console.print("Nothing to delete.")
-    kept = total - sum(run.size for run in marked)
-    if max_size is not None and kept > max_size:
-        console.print(
-            f"The kept runs total {runtools.format_size(kept)}, still over --max-size "
-            f"{runtools.format_size(max_size)}: the rest is active and never deleted."
-        )
 
 
 if __name__ == "__main__":  # pragma: no cover

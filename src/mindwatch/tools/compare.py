@@ -25,6 +25,7 @@ found, 2 bad input.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
@@ -35,7 +36,15 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Check", "CompareError", "Tolerances", "compare_runs", "load_run"]
+__all__ = [
+    "Check",
+    "CompareError",
+    "Tolerances",
+    "checks_table",
+    "compare_runs",
+    "load_run",
+    "load_tolerances",
+]
 
 Align = Literal["step", "samples", "tokens"]
 
@@ -284,3 +293,51 @@ def report_json(checks: list[Check], tol: Tolerances, run: Path, baseline: Path)
             {k: clean(v) for k, v in {**asdict(c), "change": c.change}.items()} for c in checks
         ],
     }
+
+
+def load_tolerances(file: Optional[Path], flags: Mapping[str, Any]) -> Tolerances:
+    """Tolerances from a YAML file of tolerance keys, with ``flags`` (not None) on top."""
+    import yaml
+    from pydantic import ValidationError
+
+    settings: dict[str, Any] = {}
+    if file is not None:
+        try:
+            loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise CompareError(f"cannot read tolerances '{file}': {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise CompareError(f"'{file}' must be a mapping of tolerance keys")
+        settings.update(loaded)
+    settings.update({k: v for k, v in flags.items() if v is not None})
+    try:
+        return Tolerances(**settings)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        known = ", ".join(Tolerances.model_fields)
+        raise CompareError(f"bad tolerances: {problems} (known keys: {known})") from exc
+
+
+def checks_table(checks: list[Check]) -> Any:
+    """The checks as a rich table: check, baseline, run, change, limit, result, detail."""
+    from rich.table import Table
+
+    def number(value: Optional[float]) -> str:
+        return "-" if value is None else f"{value:.5g}"
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("check", "baseline", "run", "change", "limit", "result", ""):
+        table.add_column(column, justify="right" if column in ("baseline", "run") else "left")
+    for check in checks:
+        change = "-" if check.change is None else f"{check.change:+.1%}"
+        result = {"ok": "ok", "regression": "REGRESSION", "skipped": "skipped"}[check.status]
+        table.add_row(
+            check.name,
+            number(check.baseline),
+            number(check.run),
+            change,
+            number(check.limit),
+            result,
+            check.detail,
+        )
+    return table

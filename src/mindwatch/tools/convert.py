@@ -1,199 +1,159 @@
-"""``mindwatch convert``: training logs -> TensorBoard runs (one per worker, one reduced).
+"""``mindwatch convert SOURCES DST``: what the sources are, and converting them.
 
-Each worker's log becomes ``DST/rank_<i>`` (``i`` from ``worker_<i>.log``); with several
-workers, ``DST`` itself is the job's run, every step reduced across them as mindwatch
-reduces live runs (loss averaged, step time the slowest rank's, throughput summed, lr
-and grad norm as they are, plus ``ranks/<name>_*`` spreads). A single log becomes
-``DST``. ``follow`` keeps converting logs that are still being written.
+MindSpore summary files (``*_MS``) go to :mod:`.convert_summary` (one run per summary
+folder); training logs (MFLossMonitor, LossMonitor, TimeMonitor lines) go to
+:mod:`.convert_logs` (one run per worker, plus one reduced across them). A destination
+that already holds an earlier conversion is refused unless ``overwrite``: converting
+again would add a second copy of every point. A conversion that finds nothing leaves no
+empty runs behind.
 """
 
 from __future__ import annotations
 
-import re
-import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
+from mindwatch.events.reader import event_files
+from mindwatch.tools.convert_logs import convert_logs, find_logs, log_destinations
+from mindwatch.tools.convert_summary import (
+    convert_summaries,
+    find_summary_folders,
+    summary_destinations,
+)
 
-from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
-from mindwatch.events.writer import EventFileWriter
-from mindwatch.run.ranks import rank_folder
-from mindwatch.tools.logs import LogParser, Point
+__all__ = ["ConversionError", "ConversionPlan", "convert", "plan_conversion"]
 
-__all__ = ["ConvertSummary", "convert_logs", "find_logs", "log_destinations"]
 
-_WORKER = re.compile(r"worker_(\d+)\.log$")
+class ConversionError(ValueError):
+    """The sources cannot be converted as given; the message says why and what to do."""
 
 
 @dataclass
-class ConvertSummary:
-    runs: list[str] = field(default_factory=list)
-    tags: set[str] = field(default_factory=set)
-    points: int = 0
-    lines: int = 0
-    skipped: int = 0
+class ConversionPlan:
+    """What ``convert`` will read: one summary source, or training logs."""
+
+    summary: Optional[Path] = None
+    logs: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the user, before converting
 
 
-def find_logs(source: Path) -> list[Path]:
-    """The logs to convert: ``source`` itself, or the ``worker_*.log`` / ``*.log`` in it."""
-    if source.is_file():
-        return [source]
-    workers = sorted(source.glob("worker_*.log"), key=_rank_key)
-    return workers or sorted(source.glob("*.log"))
+def plan_conversion(sources: Sequence[Path]) -> ConversionPlan:
+    """Sort ``sources`` into a summary source or training logs; refuse mixtures."""
+    summaries: list[Path] = []
+    plan = ConversionPlan()
+    for source in sources:
+        if not source.exists():
+            raise ConversionError(f"'{source}' does not exist")
+        if find_summary_folders(source):
+            summaries.append(source)
+            if source.is_dir() and find_logs(source):
+                plan.notes.append(
+                    f"note: '{source}' also holds training logs; they are not converted "
+                    "(give a log file itself, into another DST, to convert it)"
+                )
+        else:
+            plan.logs += find_logs(source)
+    if summaries and plan.logs:
+        raise ConversionError(
+            f"{summaries[0]} holds MindSpore summary files and {plan.logs[0]} is a training "
+            "log: convert them into different destination folders, one command each"
+        )
+    if len(summaries) > 1:
+        raise ConversionError(
+            "give one MindSpore summary source at a time (a file, a summary folder or a "
+            "folder of them): each becomes runs at the same relative place below DST"
+        )
+    if not summaries and not plan.logs:
+        raise ConversionError(
+            "no MindSpore summary files (*_MS) and no log files found "
+            "(expected a summary folder, a .log file or worker_<i>.log files)"
+        )
+    plan.summary = summaries[0] if summaries else None
+    return plan
 
 
-def _rank_key(path: Path) -> tuple[int, str]:
-    match = _WORKER.search(path.name)
-    return (int(match.group(1)) if match else 1 << 30, path.name)
-
-
-class _Tail:
-    """Read the complete new lines of a file that may still be growing."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self._partial = b""
-
-    def lines(self) -> list[str]:
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        data = self._partial + data
-        *complete, self._partial = data.split(b"\n")
-        return [line.decode("utf-8", "replace") for line in complete]
-
-
-def _ranks(sources: list[Path]) -> list[int]:
-    """The rank of each log: ``i`` of ``worker_<i>.log``, else its position."""
-    ranks = []
-    for index, path in enumerate(sources):
-        match = _WORKER.search(path.name)
-        ranks.append(int(match.group(1)) if match else index)
-    return ranks
-
-
-def log_destinations(sources: list[Path], dst: Path) -> list[Path]:
-    """The run folders :func:`convert_logs` writes for ``sources``."""
-    if len(sources) == 1:
-        return [dst]
-    return [dst, *(dst / rank_folder(rank) for rank in _ranks(sources))]
-
-
-def convert_logs(
-    sources: list[Path],
+def convert(
+    plan: ConversionPlan,
     dst: Path,
     *,
     steps_per_epoch: Optional[int] = None,
+    raw_tags: bool = False,
     follow: bool = False,
-    interval: float = 1.0,
-    stop: Optional[Callable[[], bool]] = None,
-) -> ConvertSummary:
-    """Convert ``sources`` (log files) into runs below ``dst``; see the module doc."""
-    summary = ConvertSummary()
-    several = len(sources) > 1
-    ranks = _ranks(sources)
-    writers = [
-        EventFileWriter(dst / rank_folder(rank) if several else dst, flush_secs=0.5)
-        for rank in ranks
-    ]
-    summary.runs = [rank_folder(rank) for rank in ranks] if several else ["."]
-    global_writer = EventFileWriter(dst, flush_secs=0.5) if several else None
-    if several:
-        summary.runs.insert(0, ".")
-    parsers = [LogParser(steps_per_epoch=steps_per_epoch) for _ in sources]
-    tails = [_Tail(path) for path in sources]
-    per_rank: list[dict[int, dict[str, float]]] = [{} for _ in sources]
-    reduced_up_to = 0
-    table = ReductionTable()
+    interval: float = 2.0,
+    overwrite: bool = False,
+) -> str:
+    """Convert what ``plan`` found into runs below ``dst``; a one-line summary of it."""
+    if plan.summary is not None:
+        planned = summary_destinations(plan.summary, dst)
+    else:
+        planned = log_destinations(plan.logs, dst)
+    _clear_destinations(planned, overwrite)
     try:
-        while True:
-            for i, tail in enumerate(tails):
-                steps: dict[int, dict[str, float]] = {}
-                for line in tail.lines():
-                    for point in parsers[i].feed(line):
-                        # One value per step and tag: the first (MFLossMonitor's exact
-                        # per-step values win over LossMonitor / TimeMonitor's repeats).
-                        row = steps.setdefault(point.step, {})
-                        if point.tag not in row:
-                            row[point.tag] = point.value
-                            per_rank[i].setdefault(point.step, {})[point.tag] = point.value
-                            summary.tags.add(point.tag)
-                            summary.points += 1
-                for step in sorted(steps):
-                    writers[i].add_scalars(step, list(steps[step].items()))
-            if global_writer is not None:
-                # Reduce the steps every worker has reached (all of them at the end).
-                final = not follow or (stop is not None and stop())
-                done = [max(r) for r in per_rank if r]
-                if final:
-                    limit = max(done, default=0)
-                else:
-                    limit = min(done) if len(done) == len(per_rank) else 0
-                reduced_up_to = _reduce(per_rank, global_writer, table, reduced_up_to, limit)
-            if not follow or (stop is not None and stop()):
-                break
-            for writer in writers:
-                writer.flush()
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for writer in [*writers, *([global_writer] if global_writer else [])]:
-            writer.close()
-    summary.lines = sum(p.lines for p in parsers)
-    summary.skipped = sum(p.skipped for p in parsers)
-    return summary
+        if plan.summary is not None:
+            return _convert_summaries(
+                plan.summary, dst, raw_tags=raw_tags, follow=follow, interval=interval
+            )
+        return _convert_logs(
+            plan.logs, dst, steps_per_epoch=steps_per_epoch, follow=follow, interval=interval
+        )
+    except ConversionError:
+        _clear_destinations(planned, overwrite=True)  # leave no empty runs behind
+        raise
 
 
-def _reduce(
-    per_rank: list[dict[int, dict[str, float]]],
-    writer: EventFileWriter,
-    table: ReductionTable,
-    after: int,
-    limit: int,
-) -> int:
-    """Write the reduced steps in ``(after, limit]``; returns the new ``after``."""
-    steps = sorted({s for rank in per_rank for s in rank if after < s <= limit})
-    if not steps:
-        return after
-    tags = sorted({t for rank in per_rank for s in steps for t in rank.get(s, {})})
-    world = len(per_rank)
-    for tag in tags:
-        values = np.full((world, len(steps)), np.nan)
-        present = np.zeros((world, len(steps)), dtype=bool)
-        for r, rank in enumerate(per_rank):
-            for j, step in enumerate(steps):
-                value = rank.get(step, {}).get(tag)
-                if value is not None:
-                    values[r, j], present[r, j] = value, True
-        reduction = table[tag]
-        result, spread, counted = reduce_values(values, present, reduction)
-        names = spread_tags(tag)
-        for j, step in enumerate(steps):
-            if not counted[j]:
-                continue
-            row = [] if reduction.kind == "per_rank" else [(tag, float(result[j]))]
-            if spread is not None:
-                row += list(zip(names, spread[:, j].tolist()))
-            writer.add_scalars(step, row)
-    for rank in per_rank:  # reduced: not needed any more
-        for step in steps:
-            rank.pop(step, None)
-    return steps[-1]
+def _clear_destinations(folders: list[Path], overwrite: bool) -> None:
+    """Refuse to add a second copy of every point to an earlier conversion, or remove it."""
+    for folder in folders:
+        old = event_files(folder)
+        if old and not overwrite:
+            raise ConversionError(
+                f"'{folder}' already holds event files (an earlier conversion?): converting "
+                "again would add a second copy of every point; choose an empty DST or pass "
+                "--overwrite to replace them"
+            )
+        for name in old:
+            (folder / name).unlink()
 
 
-def points_of(path: Path, steps_per_epoch: Optional[int] = None) -> list[Point]:
-    """Every point of one log file (for tests and quick looks)."""
-    parser = LogParser(steps_per_epoch=steps_per_epoch)
-    out: list[Point] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        out += parser.feed(line)
-    return out
+def _convert_summaries(
+    source: Path, dst: Path, *, raw_tags: bool, follow: bool, interval: float
+) -> str:
+    result = convert_summaries(source, dst, raw_tags=raw_tags, follow=follow, interval=interval)
+    if not result.points:
+        raise ConversionError(f"the summary files below '{source}' hold nothing to convert")
+    found = ", ".join(
+        f"{n:,} {kind if n != 1 else kind.removesuffix('s')}"
+        for kind, n in sorted(result.kinds.items())
+    )
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(result.skipped.items())) or "none"
+    runs = ", ".join(result.runs)
+    return (
+        f"converted {len(result.runs)} summary folder(s) into run(s) {runs} below {dst}: "
+        f"{found}; {len(result.tags)} tags: {', '.join(sorted(result.tags))}; "
+        f"{result.records:,} records read; skipped: {skipped}"
+    )
+
+
+def _convert_logs(
+    logs: list[Path],
+    dst: Path,
+    *,
+    steps_per_epoch: Optional[int],
+    follow: bool,
+    interval: float,
+) -> str:
+    summary = convert_logs(
+        logs, dst, steps_per_epoch=steps_per_epoch, follow=follow, interval=interval
+    )
+    if not summary.points:
+        raise ConversionError(
+            f"no MFLossMonitor / LossMonitor / TimeMonitor lines in {len(logs)} log(s) "
+            f"({summary.lines} lines read)"
+        )
+    return (
+        f"converted {len(logs)} log(s) into {len(summary.runs)} run(s) below {dst}: "
+        f"{summary.points:,} points, tags {', '.join(sorted(summary.tags))}; "
+        f"{summary.lines:,} lines read, {summary.skipped} monitor-like lines not understood"
+    )

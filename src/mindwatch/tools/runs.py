@@ -43,6 +43,7 @@ import re
 import shutil
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -65,6 +66,7 @@ __all__ = [
     "plan",
     "runs_json",
     "runs_table",
+    "summary_lines",
 ]
 
 log = logging.getLogger(__name__)
@@ -313,3 +315,46 @@ def runs_json(runs: list[Run], *, now: float) -> list[dict[str, Any]]:
 
 def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp).astimezone().isoformat(timespec="seconds")
+
+
+def summary_lines(
+    found: list[Run],
+    marked: list[Run],
+    failed: Mapping[str, str],
+    *,
+    deleted: bool,
+    policy: bool,
+    max_size: Optional[int],
+) -> list[str]:
+    """What ``mindwatch runs`` says below its table: totals, and what was (or would be)
+    deleted under the policy."""
+    lines = []
+    active = sum(run.active for run in found)
+    total = sum(run.size for run in found)
+    lines.append(
+        f"{len(found)} run{'s' if len(found) != 1 else ''}, {format_size(total)}"
+        + (f"; {active} active (never deleted)" if active else "")
+    )
+    freed = sum(run.size for run in marked if run.name not in failed)
+    if marked and not deleted:
+        lines.append(
+            f"Would delete {len(marked)} run(s), freeing {format_size(freed)}. "
+            "Add --yes to delete them."
+        )
+    elif marked:
+        lines += [
+            f"deleted {run.name} ({format_size(run.size)})"
+            for run in marked
+            if run.name not in failed
+        ]
+        done = len(marked) - len(failed)
+        lines.append(f"Deleted {done} run(s), freed {format_size(freed)}.")
+    elif policy:
+        lines.append("Nothing to delete.")
+    kept = total - sum(run.size for run in marked)
+    if max_size is not None and kept > max_size:
+        lines.append(
+            f"The kept runs total {format_size(kept)}, still over --max-size "
+            f"{format_size(max_size)}: the rest is active and never deleted."
+        )
+    return lines

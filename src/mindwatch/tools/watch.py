@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from mindwatch.alerts.model import CAUSES, Alert
 from mindwatch.config import AlertSettings
@@ -29,7 +29,7 @@ from mindwatch.rules import RuleEngine
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
 
-__all__ = ["STATE_FILE", "Watcher"]
+__all__ = ["STATE_FILE", "Watcher", "watch"]
 
 log = logging.getLogger(__name__)
 
@@ -181,3 +181,45 @@ class Watcher:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
+
+
+def watch(
+    watcher: Watcher,
+    report: Callable[[Alert], None],
+    *,
+    once: bool = False,
+    interval: float = 10.0,
+) -> int:
+    """Poll ``watcher`` (once, or every ``interval`` seconds until interrupted), hand each
+    new alert to ``report`` and to the settings' notifiers; the number of alerts.
+
+    With ``once``, notifications are delivered (a bounded wait) before the state file
+    says the alerts were reported, so a cron job killed later reports them again at
+    most: at-least-once. Saving the state raises OSError.
+    """
+    from mindwatch.alerts.notify import build_dispatcher
+
+    dispatcher = build_dispatcher(watcher.settings)
+    total = 0
+    try:
+        while True:
+            alerts = watcher.poll()
+            for alert in alerts:
+                report(alert)
+                if dispatcher is not None:
+                    dispatcher.submit(alert)
+            total += len(alerts)
+            if once and dispatcher is not None:
+                # Deliver before the state says "reported" (bounded wait; what cannot be
+                # delivered in time is logged, and the caller has shown it).
+                dispatcher.close(timeout=30.0)
+                dispatcher = None
+            watcher.save()
+            if once:
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    if dispatcher is not None:
+        dispatcher.close(timeout=30.0)
+    return total
