@@ -5,10 +5,12 @@
             loss, grad_norm = train_step(batch)
             mon.log_step(step, loss=loss, lr=lr, grad_norm=grad_norm, samples=len(batch))
 
-``log_step`` runs on the training thread, so it only converts values to floats,
-measures the step time and hands one tuple to the background writer (about 1-2 us for
-a whole step). The MindSpore callback (:mod:`mindwatch.mindspore`) drives the same
-calls from ``Model.train``.
+``log_step`` runs on the training thread, so it only checks the values, reads the
+clock and appends one tuple to a queue (about 2 us for ten values). Everything else
+happens on the pipeline's thread (:mod:`mindwatch.pipeline`): derived values, the
+TensorBoard files, the console, the rules and their alerts. What the rules decide comes
+back as values: :attr:`should_stop` and :meth:`take_controls`. The MindSpore callback
+(:mod:`mindwatch.mindspore`) drives the same calls from ``Model.train``.
 
 Under data parallelism (several ranks), give every rank a Monitor with the framework's
 collective (``collective=mindwatch.mindspore.MindSporeCollective()``): rank 0 then
@@ -16,108 +18,52 @@ writes one global run with every metric reduced across ranks as it declares
 (:mod:`mindwatch.aggregate`), the other ranks write nothing there, and with
 ``per_rank: true`` each rank also writes ``<run>/rank_<r>/``. Without a collective,
 rank 0 writes its own values and rank ``r`` writes its own to ``<run>/rank_<r>/``.
+
+With ``alerts.stop_on`` (and no reduction), ``log_step`` waits until the rules have
+judged its step (one hand-over to the pipeline's thread, about 50 us on a 2-core CPU),
+so a stop takes effect at the step that raised it, as the seeds ask. Under reduction
+the request rides in the next reduction instead and every rank stops at that step.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import Any, Optional, Union
+
+import numpy as np
 
 from mindwatch.aggregate import AggregationError, Aggregator, Collective, ReductionTable
-from mindwatch.alerts import Alert, AlertLog
+from mindwatch.alerts import Alert, Control
 from mindwatch.config import MonitorConfig, ReduceKind
-from mindwatch.events import EventFileWriter
-from mindwatch.events.summaries import hparams_session_end_values, hparams_session_values
-from mindwatch.events.writer import LogDirError, PathLike, WriterStats
-from mindwatch.metrics.derived import perplexity
-from mindwatch.metrics.flops import mfu, tflops
+from mindwatch.events.summaries import (
+    hparams_session_end_values,
+    hparams_session_values,
+    import_histogram_support,
+    import_text_support,
+)
+from mindwatch.events.writer import EventFileWriter, PathLike, WriterStats
+from mindwatch.metrics.derived import StepRates, perplexity
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
-from mindwatch.metrics.mindformers_view import mindformers_view
-from mindwatch.metrics.tags import TAGS, eval_tag, tag_for
+from mindwatch.metrics.tags import eval_tag, tag_for
 from mindwatch.metrics.timing import Every, StepClock
-from mindwatch.progress import ProgressReporter
-from mindwatch.rules import RuleEngine
+from mindwatch.metrics.values import INT64, NonFiniteCounter, number, step_number
+from mindwatch.pipeline import pipeline as pl
+from mindwatch.pipeline.outputs import config_markdown, open_outputs
+from mindwatch.pipeline.pipeline import LocalSteps
 from mindwatch.run import lifecycle
-from mindwatch.run.info import RunInfo
-from mindwatch.run.layout import ALERTS_FILE, has_event_files, make_run_dir
-from mindwatch.run.ranks import env_rank_and_world, rank_folder
-
-if TYPE_CHECKING:
-    from mindwatch.alerts.notify import Dispatcher
+from mindwatch.run.layout import make_run_dir
+from mindwatch.run.ranks import env_rank_and_world
+from mindwatch.sinks.items import Histogram, Scalars, SessionStart, SummaryValues, Text, TotalSteps
 
 __all__ = ["Monitor"]
 
 log = logging.getLogger(__name__)
 
-_LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
-_PERPLEXITY = TAGS["perplexity"]
-_STEP_TIME, _SAMPLES, _TOKENS = TAGS["step_time_ms"], TAGS["samples_per_s"], TAGS["tokens_per_s"]
-_TFLOPS, _MFU = TAGS["tflops_per_device"], TAGS["mfu"]
-
-
-def _number(key: str, value: Any) -> float:
-    """``float(value)``, or a TypeError that names the key.
-
-    Accepts Python and numpy numbers and one-element arrays / framework tensors (via
-    ``item()``); rejects strings, which ``float()`` would silently parse.
-
-    A value that is not a number raises instead of being skipped with a warning: it is
-    a programming error, visible on the very first step, and a curve that silently
-    never appears is worse.
-    """
-    if type(value) is float:
-        return value
-    if isinstance(value, (str, bytes)):
-        raise TypeError(
-            f"mindwatch: '{key}' must be a number, got the string {value!r:.60}; "
-            "pass the number itself"
-        )
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        pass
-    if getattr(value, "size", None) == 1 and hasattr(value, "item"):
-        try:
-            return float(value.item())  # numpy 2 refuses float() on shape (1,) arrays
-        except (TypeError, ValueError):
-            pass
-    shape = getattr(value, "shape", None)
-    what = f"{type(value).__name__} of shape {tuple(shape)}" if shape else type(value).__name__
-    raise TypeError(
-        f"mindwatch: '{key}' must be a number (int, float, or a one-element "
-        f"numpy array / tensor), got {what}: {value!r:.60}"
-    ) from None
-
-
-_INT64 = 1 << 63
-
-
-def _step(step: Any) -> int:
-    try:
-        value = int(step.__index__())
-    except AttributeError:
-        if isinstance(step, float) and step.is_integer():
-            value = int(step)
-        else:
-            raise TypeError(
-                f"mindwatch: step must be an int, got {type(step).__name__}: {step!r}"
-            ) from None
-    if not -_INT64 <= value < _INT64:
-        raise TypeError(f"mindwatch: step must fit in 64 bits (TensorBoard's int64), got {value}")
-    return value
-
-
-def _config_markdown(config: Mapping[str, Any]) -> str:
-    """The effective config as a TEXT entry (TensorBoard renders markdown)."""
-    body = json.dumps(dict(config), indent=2, sort_keys=True, default=str)
-    return "Effective mindwatch configuration:\n\n```json\n" + body + "\n```"
+_LOSS, _LR, _GRAD_NORM = tag_for("loss"), tag_for("lr"), tag_for("grad_norm")
 
 
 class Monitor:
@@ -158,19 +104,27 @@ class Monitor:
         reductions: Optional[Mapping[str, ReduceKind]] = None,
         loss_ranks: Optional[Sequence[int]] = None,
     ) -> None:
-        self.config = MonitorConfig.from_any(config)
-        target = logdir if logdir is not None else self.config.logdir
+        self.config = cfg = MonitorConfig.from_any(config)
+        target = logdir if logdir is not None else cfg.logdir
         if target is None:
             raise ValueError(
                 "mindwatch.Monitor needs a log folder: pass logdir='runs/my_run' "
                 "or set 'logdir' in the config"
             )
-        cfg = self.config
         env_rank, env_world = env_rank_and_world()
         if collective is not None:
             env_rank, env_world = int(collective.rank), int(collective.world_size)
         self.rank = env_rank if rank is None else int(rank)
         self.world_size = env_world if world_size is None else int(world_size)
+        # A rank's own values, derived (rates, perplexity) and counted where they are
+        # processed: on the pipeline's thread, or by the aggregator before reducing.
+        self._rates = StepRates(
+            tokens_per_sample=cfg.tokens_per_sample,
+            flops_per_sample=cfg.flops_per_sample,
+            peak_tflops=cfg.peak_tflops,
+        )
+        self._counter = NonFiniteCounter()
+        self._local = LocalSteps(self._rates, self._counter, perplexity=cfg.perplexity)
         self._aggregator: Optional[Aggregator] = None
         self._own_run_folder = False  # rank r > 0 writes a run folder of its own
         if collective is not None and self.world_size > 1 and cfg.aggregate_every != 0:
@@ -178,103 +132,49 @@ class Monitor:
         if cfg.run_name:
             target = self._run_dir(target)
         self.logdir = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
-        # Who writes what: rank 0 the global run; a rank whose values are reduced writes
-        # its own folder only with per_rank; a rank with nobody to reduce with writes
-        # its own folder always (its values would be lost otherwise).
-        reduced = self._aggregator is not None
-        self._writer: Optional[EventFileWriter] = None  # the global run (rank 0)
-        self._rank_writer: Optional[EventFileWriter] = None  # <run>/rank_<r>/
-        if self.rank == 0:
-            self._writer = self._open_writer(self.logdir)
-        if (reduced and cfg.per_rank) or (self.rank != 0 and not reduced):
-            folder = self.logdir if self._own_run_folder else self.logdir / rank_folder(self.rank)
-            self._rank_writer = self._open_writer(folder)
-        # Where the values nobody reduces go (histograms, text, eval, log_scalars).
-        self._own = self._writer if self.rank == 0 else (None if reduced else self._rank_writer)
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
+        outputs = open_outputs(
+            cfg,
+            self.logdir,
+            rank=self.rank,
+            world_size=self.world_size,
+            reduced=self._aggregator is not None,
+            own_run_folder=self._own_run_folder,
+            total_steps=self.total_steps,
+            run_info=run_info,
+            local=self._local,
+        )
+        self._pipeline = outputs.pipeline
+        self._run = outputs.run
+        self._outputs = outputs
+        if self._aggregator is not None:
+            self._aggregator.connect(self._pipeline)
         self._clock = StepClock()
-        self._progress = self._new_progress(self.total_steps)
-        self.nonfinite: dict[str, int] = {}
         self._tags: dict[str, str] = {}
         self._every = cfg.collect_freq
         self._collect = Every(cfg.collect_freq)
-        self._perplexity = cfg.perplexity
-        self._tokens_per_sample = cfg.tokens_per_sample
-        # Model FLOPs per sample (config) or per step (the framework's count), and the
-        # device's peak: perf/tflops_per_device and perf/mfu.
-        self._flops_per_sample = cfg.flops_per_sample
-        self._flops_per_step: Optional[float] = None
-        self._peak_tflops = cfg.peak_tflops
-        self._mindformers_tags = cfg.tag_style == "mindformers"
         self.last_step: Optional[int] = None
         self.steps_logged = 0
         self._closed = False
-        # run.json belongs to the run, written by the rank that writes the global run
-        # (or, without reduction, by each rank for its own folder).
-        run_folder: Optional[Path] = self.logdir
-        if self.rank != 0:
-            run_folder = self._own.logdir if self._own is not None else None
-        self._run: Optional[RunInfo] = None
-        if run_folder is not None:
-            self._run = RunInfo(
-                run_folder,
-                config=cfg.model_dump(mode="json") | {"logdir": str(self.logdir)},
-                world_size=self.world_size,
-                rank=self.rank,
-                extra=run_info,
-            )
-            given: dict[str, Any] = {}
-            if cfg.flops_per_sample is not None:
-                given.update(per_sample=cfg.flops_per_sample, source="config")
-            if cfg.peak_tflops is not None:
-                given.update(peak_tflops=cfg.peak_tflops, peak_source="config")
-            if given:
-                self._run.update(flops=given)
-            self._run.write()
-        if resume_step is not None:
-            self.mark_resume(resume_step)
         self._hparams: dict[str, HParamValue] = {}
         self._hparams_written = False
         self._start_time = time.time()
+        # Controls: a stop (should_stop) and the ones the training loop applies.
+        self._stop_reason: Optional[str] = None
+        self._controls: list[Control] = []
+        self._failure_recorded = False
+        self._steps_per_epoch: Optional[int] = None
+        alerts = cfg.alerts
+        self._judge_each_step = bool(alerts.enabled and alerts.stop_on)
+        if resume_step is not None:
+            self.mark_resume(resume_step)
         if cfg.hparams:
             self.log_hparams(cfg.hparams)
-        if self._own is not None and self._run is not None:
-            text = _config_markdown(self._run.data["config"])
-            self._own.add_text("mindwatch/config", text, 0)
-        # Anomaly rules, on the rank that writes the shared view (under reduction they
-        # see the reduced values, and name the outlier rank from the spread).
-        self.alerts: list[Alert] = []
-        self.stop_reason: Optional[str] = None
-        # Called with each alert before it is written (the adapter's actions, e.g.
-        # keeping the last stable checkpoint, add what they did to it).
-        self.on_alert: Optional[Callable[[Alert], None]] = None
-        self.steps_per_epoch: Optional[int] = None  # for an alert's batch index
-        self._engine: Optional[RuleEngine] = None
-        self._alert_log: Optional[AlertLog] = None
-        self._alert_lock = threading.Lock()
-        self._dispatcher: Optional[Dispatcher] = None
-        if cfg.alerts.enabled and self._own is not None:
-            self._engine = RuleEngine(cfg.alerts, run=self.logdir.name, rank=self.rank)
-            self._alert_log = AlertLog(self._own.logdir / ALERTS_FILE)
-            if cfg.alerts.notify:  # smtplib, urllib...: imported only when needed
-                from mindwatch.alerts.notify import build_dispatcher
-
-                self._dispatcher = build_dispatcher(cfg.alerts)
+        if self._run is not None and self.writes_shared:
+            import_text_support()  # here, not on a background thread at exit
+            text = config_markdown(self._run.data["config"])
+            self._pipeline.submit((pl.ITEM, pl.MAIN, Text("mindwatch/config", text, 0)))
         lifecycle.register(self)
-
-    def _open_writer(self, folder: Path) -> EventFileWriter:
-        cfg = self.config
-        return EventFileWriter(
-            folder,
-            flush_secs=cfg.flush_secs,
-            max_file_size=cfg.max_file_size,
-            max_queue=cfg.max_queue,
-            max_block_secs=cfg.max_block_secs,
-            # A run's first session starts with SessionLog.START, as TensorFlow's did:
-            # TensorBoard's server treats the first START in a run as the start and
-            # only later ones as restarts, so a resume's marker needs this one.
-            purge_step=0 if not has_event_files(folder) else None,
-        )
 
     def _new_aggregator(
         self,
@@ -298,9 +198,8 @@ class Monitor:
             table,
             every=cfg.aggregate_every,
             timeout=cfg.aggregate_timeout,
-            emit_global=self._emit_global if self.rank == 0 else None,
-            emit_local=self._emit_local if cfg.per_rank else None,
-            on_failure=self._aggregation_failed,
+            prepare=self._local,
+            per_rank=cfg.per_rank,
         )
 
     def _run_dir(self, root: PathLike) -> Path:
@@ -371,8 +270,8 @@ class Monitor:
         counted in :attr:`nonfinite`. A value that is not a number raises TypeError
         naming its key.
         """
-        if type(step) is not int or not -_INT64 <= step < _INT64:
-            step = _step(step)
+        if type(step) is not int or not -INT64 <= step < INT64:
+            step = step_number(step)
         if self._every > 1 and not self._collect(step):
             self._clock.skip(step)  # collect_freq: the next recorded step's timing covers it
             return
@@ -380,244 +279,109 @@ class Monitor:
             self.declare(reduce)
         aggregator = self._aggregator
         try:
-            wall = time.time()
-            values, n_samples, n_tokens = self._step_values(
-                step,
-                loss=loss,
-                lr=lr,
-                grad_norm=grad_norm,
-                samples=samples,
-                tokens=tokens,
-                scalars=scalars,
-                derive=aggregator is None,
-            )
-            for tag, value in values:
-                if value - value != 0.0:  # NaN or +-Inf, without a function call per value
-                    self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
+            values: list[tuple[str, float]] = []
+            append = values.append
+            if loss is not None:
+                append((_LOSS, loss if type(loss) is float else number("loss", loss)))
+            if lr is not None:
+                append((_LR, lr if type(lr) is float else number("lr", lr)))
+            if grad_norm is not None:
+                g = grad_norm
+                append((_GRAD_NORM, g if type(g) is float else number("grad_norm", g)))
+            if scalars:
+                tags = self._tags
+                for key, value in scalars.items():
+                    tag = tags.get(key)
+                    if tag is None:
+                        tag = tags[key] = tag_for(key)
+                    append((tag, value if type(value) is float else number(key, value)))
+            n_samples = None if samples is None else number("samples", samples)
+            n_tokens = None if tokens is None else number("tokens", tokens)
+            row = (step, time.time(), values, n_samples, n_tokens, self._clock.tick(step))
             if not self._hparams_written:
                 self._write_hparams()
             if aggregator is not None:
-                # Reduced across ranks when the interval completes; perplexity then.
-                aggregator.add(step, wall, values, n_samples, n_tokens)
+                aggregator.add(row)
             else:
-                self._publish(self._own, step, values, wall, n_samples)
+                self._pipeline.submit((pl.RAW, row))
+                if self._judge_each_step:
+                    self._pipeline.sync()  # alerts.stop_on: the verdict on this very step
             self.last_step = step
             self.steps_logged += 1
         finally:
             if aggregator is not None:  # whatever happened, the ranks' collectives stay paired
-                aggregator.step_end(step)
+                self._reduce(aggregator, step)
+            if self._pipeline.controls:
+                self._take_pipeline_controls()
 
-    def _step_values(
-        self,
-        step: int,
-        *,
-        loss: Any,
-        lr: Any,
-        grad_norm: Any,
-        samples: Any,
-        tokens: Any,
-        scalars: Mapping[str, Any],
-        derive: bool,
-    ) -> tuple[list[tuple[str, float]], Optional[float], Optional[float]]:
-        """``([(tag, value)], samples, tokens)`` of one step, timing included; ``derive``
-        adds perplexity (under reduction it is derived from the reduced loss instead)."""
-        values: list[tuple[str, float]] = []
-        append = values.append
-        if loss is not None:
-            loss = loss if type(loss) is float else _number("loss", loss)
-            append((_LOSS, loss))
-            if derive and self._perplexity:
-                append((_PERPLEXITY, perplexity(loss)))
-        if lr is not None:
-            append((_LR, lr if type(lr) is float else _number("lr", lr)))
-        if grad_norm is not None:
-            append(
-                (
-                    _GRAD_NORM,
-                    grad_norm if type(grad_norm) is float else _number("grad_norm", grad_norm),
-                )
-            )
-        if scalars:
-            tags = self._tags
-            for key, value in scalars.items():
-                tag = tags.get(key)
-                if tag is None:
-                    tag = tags[key] = tag_for(key)
-                append((tag, value if type(value) is float else _number(key, value)))
-        n_samples = None if samples is None else _number("samples", samples)
-        n_tokens = None if tokens is None else _number("tokens", tokens)
-        if n_tokens is None and n_samples is not None and self._tokens_per_sample:
-            n_tokens = n_samples * self._tokens_per_sample
-        timing = self._clock.tick(step)
-        if timing is not None:
-            seconds, steps = timing
-            append((_STEP_TIME, seconds * 1000.0 / steps))
-            if n_samples is not None:
-                append((_SAMPLES, n_samples * steps / seconds))
-            if n_tokens is not None:
-                append((_TOKENS, n_tokens * steps / seconds))
-            flops = self._step_flops(n_samples)
-            if flops is not None:
-                achieved = tflops(flops, seconds / steps)
-                append((_TFLOPS, achieved))
-                if self._peak_tflops is not None:
-                    append((_MFU, mfu(achieved, self._peak_tflops)))
-        return values, n_samples, n_tokens
+    def _reduce(self, aggregator: Aggregator, step: int) -> None:
+        """The reduction's part of a step: reduce when the interval completes, and learn
+        what it says (a stop agreed by all ranks, a failure)."""
+        if self._judge_each_step and self.writes_shared and aggregator.due(step):
+            # Every stop the rules decided on the steps reduced so far rides in this
+            # reduction: the same steps on every run, whatever the threads' timing.
+            aggregator.sync()
+            self._pipeline.sync()
+            self._take_pipeline_controls()
+        aggregator.step_end(step)
+        if aggregator.stop_agreed and self._stop_reason is None:
+            self._stop_reason = "alerts.stop_on (agreed by every rank)"
+        if aggregator.failure is not None and not self._failure_recorded:
+            self._failure_recorded = True
+            self.record(**self._aggregation_summary())
 
-    def _step_flops(self, samples: Optional[float]) -> Optional[float]:
-        """Model FLOPs of one step on this device: the config's per-sample count times
-        the samples, else the framework's per-step count, else None."""
-        if self._flops_per_sample is not None:
-            return None if samples is None else self._flops_per_sample * samples
-        return self._flops_per_step
+    def _take_pipeline_controls(self) -> None:
+        """Controls the rules decided (training thread): a stop goes to every rank
+        through the reduction, or takes effect now; the rest wait for the loop."""
+        aggregator = self._aggregator
+        for control in self._pipeline.take_controls():
+            if control.kind != "stop":
+                self._controls.append(control)
+            elif aggregator is not None and aggregator.reducing:
+                aggregator.request_stop()
+            elif self._stop_reason is None:
+                self._stop_reason = control.alert.line() if control.alert else "stop"
 
-    def set_model_flops(self, flops_per_step: float, *, source: str) -> None:
-        """The model FLOPs of one training step on this device (forward and backward),
-        e.g. counted by the framework's compiler; ``flops_per_sample`` in the config wins.
-        From the next step on, ``perf/tflops_per_device`` (and ``perf/mfu`` with a
-        peak) are written; ``run.json`` records the count and its source."""
-        if self._flops_per_sample is not None:
-            return
-        self._flops_per_step = float(flops_per_step)
-        info = {**self._flops_info(), "per_step": self._flops_per_step, "source": source}
-        self.record(flops=info)
+    def take_controls(self, *, wait: bool = False) -> list[Control]:
+        """What the training loop should do now, besides stopping (see
+        :attr:`should_stop`): each :class:`~mindwatch.alerts.Control` once.
 
-    def set_peak_tflops(self, peak_tflops: float, *, source: str) -> None:
-        """The device's peak TFLOPS for ``perf/mfu``; ``peak_tflops`` in the config wins."""
-        if self.config.peak_tflops is not None:
-            return
-        self._peak_tflops = float(peak_tflops)
-        info = {**self._flops_info(), "peak_tflops": self._peak_tflops, "peak_source": source}
-        self.record(flops=info)
+        A ``keep_last_stable`` control carries its alert, which is written when the loop
+        passes it back to :meth:`report` (having kept the checkpoint, it can say which).
+        ``wait``: first let the rules judge every step logged (or reduced) so far.
+        """
+        if wait:
+            if self._aggregator is not None:
+                self._aggregator.sync()
+            self._pipeline.sync()
+        if self._pipeline.controls:
+            self._take_pipeline_controls()
+        taken, self._controls = self._controls, []
+        return taken
 
-    def _flops_info(self) -> dict[str, Any]:
-        info = self._run.data.get("flops") if self._run is not None else None
-        return dict(info) if isinstance(info, Mapping) else {}
+    def keep_checkpoints(self, keeping: bool = True) -> None:
+        """Tell the rules that the training loop can keep a "last stable" checkpoint
+        (``keep_last_stable`` controls, ``alerts.last_stable_on``)."""
+        self._pipeline.submit((pl.SETTING, "keeps_checkpoints", keeping))
 
-    def _with_derived(self, values: list[tuple[str, float]]) -> list[tuple[str, float]]:
-        if self._perplexity:
-            for tag, value in values:
-                if tag == _LOSS:
-                    return [*values, (_PERPLEXITY, perplexity(value))]
-        return values
-
-    def _emit_global(
-        self, step: int, values: list[tuple[str, float]], wall: float, samples: Optional[float]
-    ) -> None:
-        """A step of the global run, reduced across ranks (on the collective thread)."""
-        if self._writer is not None:
-            self._publish(self._writer, step, self._with_derived(values), wall, samples)
-
-    def _publish(
-        self,
-        writer: Optional[EventFileWriter],
-        step: int,
-        values: list[tuple[str, float]],
-        wall: float,
-        samples: Optional[float],
-    ) -> None:
-        """One step of the run this process writes: the event file, rules, progress."""
-        if writer is not None:
-            writer.add_scalars(step, values, wall)
-            if self._mindformers_tags:
-                flops = self._step_flops(samples)
-                for x, view in mindformers_view(
-                    step,
-                    values,
-                    samples=samples,
-                    world_size=self.world_size,
-                    flops_per_step=flops,
-                ):
-                    writer.add_scalars(x, view, wall)
-        if self._engine is not None:
-            self._check(step, values)
-        if self._progress.due(step):
-            self._progress.update(step, dict(values), wall)
-
-    def _check(self, step: int, values: Sequence[tuple[str, float]]) -> None:
-        """Run the rules on one step's values; write what they raise."""
-        engine, alert_log = self._engine, self._alert_log
-        if engine is None or alert_log is None:
-            return
-        batch = (step - 1) % self.steps_per_epoch if self.steps_per_epoch else None
-        with self._alert_lock:
-            try:
-                raised = engine.observe(step, dict(values), batch=batch)
-            except Exception as exc:  # a rule bug must not take training down
-                log.warning("mindwatch: the anomaly rules failed at step %d: %r", step, exc)
-                self._engine = None
-                return
-            for alert in raised:
-                if alert.rule in self.config.alerts.stop_on and alert.severity != "info":
-                    alert.action = "stop training"
-                    self._request_stop(alert)
-                if self.on_alert is not None:
-                    try:
-                        self.on_alert(alert)
-                    except Exception as exc:  # an action failing must not stop training
-                        log.warning("mindwatch: an alert action failed: %r", exc)
-                if len(self.alerts) < 10_000:
-                    self.alerts.append(alert)
-                alert_log.write(alert)
-                if self._dispatcher is not None:
-                    self._dispatcher.submit(alert)
-
-    def report(self, alert: Alert) -> None:
-        """Write an alert raised outside the rules (an action taken: a changed lr)."""
-        if self._alert_log is None:
-            return
-        with self._alert_lock:
-            if len(self.alerts) < 10_000:
-                self.alerts.append(alert)
-            self._alert_log.write(alert)
-            if self._dispatcher is not None:
-                self._dispatcher.submit(alert)
-
-    def record(self, **fields: Any) -> None:
-        """Add ``fields`` to ``run.json`` now (on the rank that writes it)."""
-        if self._run is not None:
-            self._run.update(**fields)
-            self._run.write()
-
-    def _request_stop(self, alert: Alert) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = alert.line()
-            log.warning("mindwatch: stopping training (alerts.stop_on): %s", alert.line())
-        if self._aggregator is not None:
-            self._aggregator.request_stop()
+    def log_sample_ids(self, step: int, ids: Sequence[Any]) -> None:
+        """The sample ids of ``step``'s batch: an alert at that step names them."""
+        self._pipeline.submit((pl.IDS, step_number(step), list(ids)))
 
     @property
-    def should_stop(self) -> bool:
-        """Whether training should stop now (an alert of a rule in ``alerts.stop_on``).
+    def steps_per_epoch(self) -> Optional[int]:
+        """Steps per epoch, so an alert can name its step's batch in the epoch."""
+        return self._steps_per_epoch
 
-        Under reduction across ranks this turns true on every rank in the same step (the
-        request travels with the next reduction), so all ranks stop together.
-        """
-        if self._aggregator is not None and self._aggregator.reducing:
-            return self._aggregator.stop_agreed
-        return self.stop_reason is not None
+    @steps_per_epoch.setter
+    def steps_per_epoch(self, steps: Optional[int]) -> None:
+        self._steps_per_epoch = steps
+        self._pipeline.submit((pl.SETTING, "steps_per_epoch", steps))
 
-    def _emit_local(
-        self, step: int, values: list[tuple[str, float]], wall: float, samples: Optional[float]
-    ) -> None:
-        """A step of this rank's own folder: its local values of the reduced metrics."""
-        writer = self._rank_writer
-        if writer is not None:
-            writer.add_scalars(step, self._with_derived(values), wall)
-
-    def _aggregation_failed(self, step: int, reason: str) -> None:
-        """Reductions stopped: record it, and make sure this rank's values land somewhere."""
-        if self._run is not None:
-            self._run.update(**self._aggregation_summary())
-            self._run.write()
-        if self.rank != 0 and self._rank_writer is None and self._aggregator is not None:
-            try:
-                self._rank_writer = self._open_writer(self.logdir / rank_folder(self.rank))
-            except LogDirError as exc:
-                log.warning("mindwatch: rank %d cannot write its own values: %s", self.rank, exc)
-                return
-            self._own = self._rank_writer
-            self._aggregator.set_local_output(self._emit_local)
+    def continue_at(self, step: Optional[int]) -> None:
+        """This monitor continues a run whose last step was ``step`` (results logged
+        without a step of their own, such as a later evaluation, belong there)."""
+        self.last_step = step
 
     def declare(self, reductions: Mapping[str, ReduceKind]) -> None:
         """Declare how your own metrics combine across ranks: ``{"accuracy": "mean"}``.
@@ -637,20 +401,11 @@ class Monitor:
         Under data parallelism every rank usually evaluates the same data, so rank 0's
         results are written as they are (not reduced).
         """
-        step = _step(step)
-        values = [(eval_tag(key), _number(key, value)) for key, value in metrics.items()]
-        if self._perplexity and "loss" in metrics:
-            values.append(("eval/perplexity", perplexity(_number("loss", metrics["loss"]))))
-        for tag, value in values:
-            if not math.isfinite(value):
-                self.nonfinite[tag] = self.nonfinite.get(tag, 0) + 1
-        if self._own is not None:
-            self._own.add_scalars(step, values)
-        if self._engine is not None:
-            self._check(step, values)
-        if values and self._progress.enabled:
-            shown = ", ".join(f"{tag} {value:.4g}" for tag, value in values)
-            print(f"[mindwatch] eval at step {step} | {shown}", flush=True)
+        step = step_number(step)
+        values = [(eval_tag(key), number(key, value)) for key, value in metrics.items()]
+        if self.config.perplexity and "loss" in metrics:
+            values.append(("eval/perplexity", perplexity(number("loss", metrics["loss"]))))
+        self._pipeline.submit((pl.EVAL, step, values))
 
     def log_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
         """Log scalars under exactly the given tags (no namespace added), unreduced.
@@ -659,18 +414,23 @@ class Monitor:
         under reduction only rank 0's are written. Use :meth:`log_step` for values that
         differ between ranks.
         """
-        step = _step(step)
-        values = [(tag, _number(tag, v)) for tag, v in scalars.items()]
-        if self._own is not None:
-            self._own.add_scalars(step, values)
+        values = [(tag, number(tag, v)) for tag, v in scalars.items()]
+        self._pipeline.submit((pl.ITEM, pl.MAIN, Scalars(step_number(step), values)))
 
     def log_histogram(self, tag: str, values: Any, step: int) -> None:
-        """Log a histogram (bucketed on the writer's thread; the array is copied now).
+        """Log a histogram (bucketed in the background; the array is copied now).
 
         Like :meth:`log_scalars`, unreduced: under reduction only rank 0's is written.
         """
-        if self._own is not None:
-            self._own.add_histogram(tag, values, _step(step))
+        if self.writes_shared:
+            import_histogram_support()
+            data = np.array(values, copy=True)
+            self._pipeline.submit((pl.ITEM, pl.MAIN, Histogram(tag, data, step_number(step))))
+
+    def log_text(self, tag: str, text: str, step: int = 0) -> None:
+        """Log markdown text (TensorBoard's TEXT tab); under reduction, rank 0's only."""
+        import_text_support()
+        self._pipeline.submit((pl.ITEM, pl.MAIN, Text(tag, text, step_number(step))))
 
     def mark_resume(self, step: int) -> None:
         """This attempt continues the run at ``step``; earlier points at ``>= step`` are void.
@@ -680,16 +440,13 @@ class Monitor:
         neither folds back nor shows two values for a step. ``run.json`` records the
         step in this attempt's entry.
         """
-        step = _step(step)
+        step = step_number(step)
         if self._aggregator is not None:
             # Buffered steps from step on are void; what was reduced before must reach
-            # the files before the marker, or readers would not hide it.
+            # the queue before the marker, or readers would not hide it.
             self._aggregator.drop_from(step)
-        for writer in self._writers():
-            writer.add_session_start(step)
-        if self._run is not None:
-            self._run.update(resumed_at=step)
-            self._run.write()
+        self._pipeline.submit((pl.ITEM, pl.BOTH, SessionStart(step)))
+        self.record(resumed_at=step)
 
     def log_hparams(self, hparams: Optional[Mapping[str, Any]] = None, **more: Any) -> None:
         """Record the run's hyperparameters for TensorBoard's HPARAMS dashboard.
@@ -713,32 +470,50 @@ class Monitor:
 
     def _write_hparams(self) -> None:
         self._hparams_written = True
-        if self._hparams and self._own is not None and self._run is not None:
+        if self._hparams and self.writes_shared and self._run is not None:
             values = hparams_session_values(self._hparams, start_time_secs=self._start_time)
-            self._own.add_values(0, values)
+            self._pipeline.submit((pl.ITEM, pl.MAIN, SummaryValues(0, values)))
             self._run.write()
 
     @property
     def hparams(self) -> dict[str, HParamValue]:
         return dict(self._hparams)
 
-    def log_text(self, tag: str, text: str, step: int = 0) -> None:
-        """Log markdown text (TensorBoard's TEXT tab); under reduction, rank 0's only."""
-        if self._own is not None:
-            self._own.add_text(tag, text, _step(step))
-
     def set_total_steps(self, total_steps: Optional[int]) -> None:
         """Tell the progress display how many steps the run takes (for the bar and ETA)."""
         self.total_steps = total_steps
-        self._progress.close()
-        self._progress = self._new_progress(total_steps)
+        self._pipeline.submit((pl.ITEM, pl.MAIN, TotalSteps(total_steps)))
 
-    def _new_progress(self, total: Optional[int]) -> ProgressReporter:
-        """The progress display: rank 0 prints it, with the reduced values."""
-        cfg = self.config
-        return ProgressReporter(
-            every=cfg.print_every if self.rank == 0 else 0, mode=cfg.progress, total=total
-        )
+    def set_model_flops(self, flops_per_step: float, *, source: str) -> None:
+        """The model FLOPs of one training step on this device (forward and backward),
+        e.g. counted by the framework's compiler; ``flops_per_sample`` in the config wins.
+        From the next step on, ``perf/tflops_per_device`` (and ``perf/mfu`` with a
+        peak) are written; ``run.json`` records the count and its source."""
+        if self._rates.flops_per_sample is not None:
+            return
+        self._set_rate("flops_per_step", float(flops_per_step))
+        info = {**self._flops_info(), "per_step": float(flops_per_step), "source": source}
+        self.record(flops=info)
+
+    def set_peak_tflops(self, peak_tflops: float, *, source: str) -> None:
+        """The device's peak TFLOPS for ``perf/mfu``; ``peak_tflops`` in the config wins."""
+        if self.config.peak_tflops is not None:
+            return
+        self._set_rate("peak_tflops", float(peak_tflops))
+        info = {**self._flops_info(), "peak_tflops": float(peak_tflops), "peak_source": source}
+        self.record(flops=info)
+
+    def _set_rate(self, name: str, value: float) -> None:
+        """Steps logged from now on use ``value``: in order with them through the
+        pipeline, or, under reduction, for the steps of the current interval on."""
+        if self._aggregator is None:
+            self._pipeline.submit((pl.SETTING, name, value))
+        else:
+            setattr(self._rates, name, value)
+
+    def _flops_info(self) -> dict[str, Any]:
+        info = self._run.data.get("flops") if self._run is not None else None
+        return dict(info) if isinstance(info, Mapping) else {}
 
     def restart_clock(self) -> None:
         """Do not count the time since the last step as training (e.g. after evaluation).
@@ -756,6 +531,44 @@ class Monitor:
         """
         self._clock.rebase(step)
 
+    # ------------------------------------------------------------------ alerts, run.json
+
+    def report(self, alert: Alert) -> None:
+        """Write an alert raised outside the rules (an action taken: a changed lr), or
+        one a ``keep_last_stable`` control handed to the training loop."""
+        self._pipeline.submit((pl.ALERT, alert))
+
+    def record(self, **fields: Any) -> None:
+        """Add ``fields`` to ``run.json`` now (on the rank that writes it)."""
+        if self._run is not None:
+            self._run.update(**fields)
+            self._run.write()
+
+    @property
+    def alerts(self) -> list[Alert]:
+        """The alerts written so far (complete after :meth:`flush` or :meth:`close`)."""
+        return self._pipeline.alerts
+
+    @property
+    def nonfinite(self) -> dict[str, int]:
+        """NaN / Inf values logged so far, per tag (complete after flush or close)."""
+        return self._counter.counts()
+
+    @property
+    def should_stop(self) -> bool:
+        """Whether training should stop now (an alert of a rule in ``alerts.stop_on``).
+
+        Under reduction across ranks this turns true on every rank in the same step (the
+        request travels with the next reduction), so all ranks stop together.
+        """
+        if self._pipeline.controls:
+            self._take_pipeline_controls()
+        return self._stop_reason is not None
+
+    @property
+    def stop_reason(self) -> Optional[str]:
+        return self._stop_reason
+
     # ------------------------------------------------------------------ lifecycle
 
     @property
@@ -763,7 +576,13 @@ class Monitor:
         return self._closed
 
     def _writers(self) -> list[EventFileWriter]:
-        return [w for w in (self._writer, self._rank_writer) if w is not None]
+        tbs = (self._outputs.global_tb, self._outputs.rank_tb)
+        writers = [tb.writer for tb in tbs if tb is not None]
+        for sink in self._pipeline.rank.sinks:  # a folder opened after a failed reduction
+            writer = getattr(sink, "writer", None)
+            if isinstance(writer, EventFileWriter) and writer not in writers:
+                writers.append(writer)
+        return writers
 
     @property
     def writer(self) -> EventFileWriter:
@@ -779,14 +598,17 @@ class Monitor:
     @property
     def rank_logdir(self) -> Optional[Path]:
         """``<run>/rank_<r>/`` when this rank writes its own folder, else None."""
-        return self._rank_writer.logdir if self._rank_writer is not None else None
+        writers = self._writers()
+        if self._outputs.global_tb is not None:
+            writers = writers[1:]
+        return writers[0].logdir if writers else None
 
     @property
     def writes_shared(self) -> bool:
         """Whether this rank writes the values that are the same on every rank (model
         state, histograms, eval): rank 0, or a rank nobody reduces with. Others can
         skip computing them."""
-        return self._own is not None
+        return bool(self._pipeline.main)
 
     @property
     def aggregator(self) -> Optional[Aggregator]:
@@ -795,11 +617,11 @@ class Monitor:
 
     @property
     def stats(self) -> WriterStats:
-        """Counters of this process's writers, summed."""
+        """Counters of this process's writers, summed (and points the pipeline dropped)."""
         writers = [w.stats for w in self._writers()]
         return WriterStats(
             records_written=sum(w.records_written for w in writers),
-            points_dropped=sum(w.points_dropped for w in writers),
+            points_dropped=sum(w.points_dropped for w in writers) + self._pipeline.points_dropped,
             write_errors=sum(w.write_errors for w in writers),
             files=tuple(f for w in writers for f in w.files),
         )
@@ -813,9 +635,7 @@ class Monitor:
         ok = True
         if self._aggregator is not None:
             ok = self._aggregator.sync(timeout)
-        for writer in self._writers():
-            ok = writer.flush(timeout) and ok
-        return ok
+        return self._pipeline.flush(timeout) and ok
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Write everything, close the files and mark the run finished. Idempotent.
@@ -839,29 +659,38 @@ class Monitor:
         if self._closed:
             # Closing already (e.g. SIGTERM during the program's own close()): wait for
             # the files like the first caller does, then leave run.json to it.
-            for writer in self._writers():
-                writer.close(timeout)
+            self._pipeline.close(timeout)
             return
         self._closed = True
         lifecycle.unregister(self)
         if self._aggregator is not None:
             self._aggregator.close(communicate=communicate, timeout=timeout)
-        self._progress.close()
         if not self._hparams_written:
             self._write_hparams()
-        if self._hparams and self._own is not None:
+        if self._hparams and self.writes_shared:
             ok = not lifecycle.signal_received and error is None
-            self._own.add_values(self.last_step or 0, hparams_session_end_values(ok, time.time()))
-        for writer in self._writers():
-            writer.close(timeout)
-        if self._dispatcher is not None:
+            end = hparams_session_end_values(ok, time.time())
+            self._pipeline.submit((pl.ITEM, pl.MAIN, SummaryValues(self.last_step or 0, end)))
+        # Alerts still waiting for the training loop to keep a checkpoint are written
+        # as they are: nobody will keep one now.
+        self._pipeline.sync(timeout)
+        for control in self.take_controls():
+            if control.alert is not None:
+                self.report(control.alert)
+        self._pipeline.close(timeout)
+        alerting = self._pipeline.alerting
+        if alerting is not None and alerting.dispatcher is not None:
             # What is queued, but no longer than one alert's delivery with its retries
             # (capped at 10 s): a hanging endpoint must not hold the end of training.
             d = self.config.alerts.delivery
             budget = min(10.0, d.timeout * (d.retries + 1) + d.backoff * 2**d.retries)
-            self._dispatcher.close(timeout=budget if timeout is None else min(timeout, budget))
-        stats = self.stats
+            alerting.dispatcher.close(timeout=budget if timeout is None else min(timeout, budget))
+        self._finish_run(error)
+
+    def _finish_run(self, error: object) -> None:
+        nonfinite = self.nonfinite
         if self._run is not None:
+            stats = self.stats
             base = self._run.path.parent
             status = "terminated" if lifecycle.signal_received else "finished"
             failure = {}
@@ -870,27 +699,29 @@ class Monitor:
                 # One line: framework errors carry pages of call stacks.
                 text = " ".join(str(error).split())
                 failure["error"] = f"{type(error).__name__}: {text}"[:300]
+            alerting = self._pipeline.alerting
             self._run.finish(
                 status=status,
                 **failure,
                 last_step=self.last_step,
                 steps_logged=self.steps_logged,
-                nonfinite=dict(self.nonfinite),
+                nonfinite=nonfinite,
                 points_dropped=stats.points_dropped,
                 write_errors=stats.write_errors,
                 event_files=[os.path.relpath(f, base) for f in stats.files],
-                alerts=self._alert_log.count if self._alert_log is not None else 0,
+                alerts=alerting.alert_log.count if alerting is not None else 0,
                 **self._notification_summary(),
                 **self._aggregation_summary(),
             )
-        if self.nonfinite:
+        if nonfinite:
             log.warning(
                 "mindwatch: non-finite values were logged: %s",
-                ", ".join(f"{tag} x{n}" for tag, n in sorted(self.nonfinite.items())),
+                ", ".join(f"{tag} x{n}" for tag, n in sorted(nonfinite.items())),
             )
 
     def _notification_summary(self) -> dict[str, Any]:
-        d = self._dispatcher
+        alerting = self._pipeline.alerting
+        d = alerting.dispatcher if alerting is not None else None
         if d is None:
             return {}
         counts = {"sent": d.sent, "failed": d.failed, "dropped": d.dropped}

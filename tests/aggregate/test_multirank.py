@@ -314,15 +314,19 @@ def test_close_waits_for_reduced_steps_still_being_written(tmp_path: Path) -> No
         if rank == 0:
             aggregator = mon.aggregator
             assert aggregator is not None
-            emit = aggregator._emit_global
-            assert emit is not None
+            output = aggregator._output
+            assert output is not None
 
-            def slow(step: int, *rest: Any) -> None:
-                if step == 1:
-                    time.sleep(1.0)  # the writer is slow once
-                emit(step, *rest)
+            class Slow:  # the pipeline, slow to take the first reduced step
+                def step(self, route: int, step: int, *rest: Any) -> None:
+                    if step == 1:
+                        time.sleep(1.0)
+                    output.step(route, step, *rest)
 
-            aggregator._emit_global = slow
+                def failed(self, step: int, reason: str) -> None:
+                    output.failed(step, reason)
+
+            aggregator._output = Slow()
         for step in range(1, 8):
             if rank == 1 and step == 6:
                 return  # leaves: the reduction at step 7 gets no answer

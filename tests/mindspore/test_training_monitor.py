@@ -339,7 +339,10 @@ def test_ranks_other_than_0_write_their_own_sub_folder(
     # No communication initialised: nothing to reduce with, so rank 1 keeps its own values.
     assert monitor.logdir == tmp_path
     assert monitor.monitor.rank_logdir == tmp_path / "rank_1"
-    assert not monitor.monitor._progress.enabled  # only rank 0 prints progress
+    from mindwatch.sinks import ProgressSink
+
+    sinks = monitor.monitor._pipeline.main.sinks
+    assert not any(isinstance(s, ProgressSink) for s in sinks)  # only rank 0 prints progress
     monitor.monitor.close()
     info = json.loads((tmp_path / "rank_1" / "run.json").read_text())
     assert (info["rank"], info["world_size"]) == (1, 2)

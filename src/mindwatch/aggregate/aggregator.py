@@ -1,11 +1,12 @@
 """``Aggregator``: buffer each rank's steps, reduce them across ranks in bulk, write them.
 
 On the training thread a step costs one list append (:meth:`Aggregator.add`). Every
-*interval* steps (:meth:`Aggregator.step_end`) the buffered steps of every rank travel
-in one all-gather (:mod:`mindwatch.aggregate.packing`), and rank 0 writes one exact
-point per step and metric, reduced as the metric declares
-(:mod:`mindwatch.aggregate.reductions`), plus the spread across ranks. With per-rank
-output, every rank also writes its own values to its own folder.
+*interval* steps (:meth:`Aggregator.step_end`) the buffered steps get their local
+derived values (``prepare``: step time, throughput, ...), travel in one all-gather
+(:mod:`mindwatch.aggregate.packing`), and rank 0 emits one exact point per step and
+metric, reduced as the metric declares (:mod:`mindwatch.aggregate.reductions`), plus
+the spread across ranks, into its :class:`ReducedOutput` (the pipeline's ``MAIN``
+route). With per-rank output, every rank also emits its own values (``RANK``).
 
 The interval is the same on every rank by construction: it is fixed in the config, or
 (``auto``) agreed in the gather itself, every rank proposing the interval that keeps
@@ -15,8 +16,14 @@ the largest proposal. Collectives therefore happen at the same steps everywhere.
 Failure never reaches training: a reduction that times out, raises, or returns data
 that is not mindwatch's (another collective, or a peer at another round) makes the
 aggregator write every rank's local values from then on (rank 0's in the global run),
-warn once with the reason, and report it through ``on_failure`` (``run.json``). It
-never issues another collective after that.
+warn once with the reason, and tell the output (``failed``; the monitor reads
+:attr:`Aggregator.failure` for ``run.json``). It never issues another collective after
+that.
+
+Stopping is a value too: a rank asks (:meth:`Aggregator.request_stop`, on the training
+thread); the request rides in the header of the next all-gather, and every rank reads
+the agreement from that same reduction (:attr:`Aggregator.stop_agreed`, set on the
+training thread when the gather returns). So every rank stops at the same step.
 
 The timeout only tells a dead or hung peer from a live one. It must be longer than any
 pause one rank can take between two steps while the others wait (an evaluation or a
@@ -28,13 +35,12 @@ the framework's own collective timeout, which is why the default is generous.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Protocol, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -52,16 +58,30 @@ from mindwatch.aggregate.packing import (
     unpack,
 )
 from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
+from mindwatch.common.warn import WarnOnce
 
-__all__ = ["BUDGET", "Aggregator", "Row"]
+__all__ = ["BUDGET", "Aggregator", "ReducedOutput", "Row"]
 
 log = logging.getLogger(__name__)
 
 Floats = npt.NDArray[np.float64]
 Values = list[tuple[str, float]]
-# (step, wall time, [(tag, value)], samples per step or None, tokens per step or None)
-Row = tuple[int, float, Values, Optional[float], Optional[float]]
-Emit = Callable[[int, Values, float, Optional[float]], None]
+# (step, wall time, [(tag, value)], samples per step or None, tokens per step or None,
+# (seconds, steps) since the previous step or None): a step as logged. Prepared rows
+# have their derived values and no timing.
+Row = tuple[int, float, Values, Optional[float], Optional[float], Optional[tuple[float, int]]]
+MAIN, RANK = 0, 1  # ReducedOutput routes: the global run, this rank's own folder
+
+
+class ReducedOutput(Protocol):
+    """Where reduced steps go (the monitor's pipeline)."""
+
+    def step(
+        self, route: int, step: int, values: Values, wall: float, samples: Optional[float]
+    ) -> None: ...
+
+    def failed(self, step: int, reason: str) -> None: ...
+
 
 BUDGET = 0.005  # auto interval: a reduction may cost this share of the step time
 AUTO_START = 10  # auto interval before anything is measured
@@ -76,6 +96,7 @@ class _Gathered:
     tags: list[str]
     rows: list[Row]
     interval: int
+    stop: bool
 
 
 class _Text:
@@ -94,10 +115,11 @@ class Aggregator:
         every: steps between reductions, or ``"auto"``.
         timeout: seconds one reduction may wait for the other ranks before it is
             abandoned (see the module's notes).
-        emit_global: writes a step of the global run (rank 0 only; None elsewhere).
-        emit_local: writes a step of this rank's own folder (None: no per-rank output;
-            see :meth:`set_local_output`).
-        on_failure: told ``(step, reason)`` once when reductions stop.
+        prepare: a logged row -> the row with this rank's derived values (applied once
+            per row, on the training thread, when its interval is flushed).
+        output: where steps go (see :meth:`connect`; None: nowhere yet).
+        per_rank: emit this rank's own values too (``RANK``); after a failure a rank
+            other than 0 emits them anyway (they would be lost otherwise).
     """
 
     def __init__(
@@ -107,9 +129,9 @@ class Aggregator:
         *,
         every: Union[int, str] = "auto",
         timeout: float = 300.0,
-        emit_global: Optional[Emit] = None,
-        emit_local: Optional[Emit] = None,
-        on_failure: Optional[Callable[[int, str], None]] = None,
+        prepare: Optional[Callable[[Row], Row]] = None,
+        output: Optional[ReducedOutput] = None,
+        per_rank: bool = False,
     ) -> None:
         self.collective = collective
         self.rank = int(collective.rank)
@@ -120,9 +142,9 @@ class Aggregator:
         if self.every < 1:
             raise ValueError(f"every must be >= 1 or 'auto', got {every!r}")
         self.timeout = float(timeout)
-        self._emit_global = emit_global
-        self._emit_local = emit_local
-        self._on_failure = on_failure
+        self._prepare = prepare
+        self._output = output
+        self._per_rank = per_rank
         self._guard = CollectiveGuard()
         self._rows: list[Row] = []
         self._last_flush: Optional[int] = None
@@ -139,7 +161,7 @@ class Aggregator:
         # reduction and stops at the same step.
         self.stop_asked = False
         self.stop_agreed = False
-        self._warned_write = False
+        self._warn = WarnOnce(log)
 
     # ---------------------------------------------------------------- training thread
 
@@ -151,28 +173,27 @@ class Aggregator:
         """Ask every rank to stop training; they all learn it at the next reduction."""
         self.stop_asked = True
 
-    def set_local_output(self, emit: Optional[Emit]) -> None:
-        """Where this rank's own values go from now on (e.g. a folder opened after a
-        failure, so that a rank without per-rank output does not lose its values)."""
-        self._emit_local = emit
+    def connect(self, output: ReducedOutput) -> None:
+        """Where steps go from now on (the monitor's pipeline, built after the run
+        folder was agreed with :meth:`agree_on_text`)."""
+        self._output = output
 
-    def add(
-        self,
-        step: int,
-        wall: float,
-        values: Values,
-        samples: Optional[float],
-        tokens: Optional[float],
-    ) -> None:
-        """Buffer one step's values (the training thread's whole cost on most steps)."""
-        self._rows.append((step, wall, values, samples, tokens))
+    def add(self, row: Row) -> None:
+        """Buffer one step as logged (the training thread's whole cost on most steps)."""
+        self._rows.append(row)
+
+    def due(self, step: int) -> bool:
+        """Whether :meth:`step_end` at ``step`` reduces (the same answer on every rank)."""
+        last = self._last_flush
+        if last is None:
+            last = 0 if step > 0 else step - 1
+        return step - last >= self.every or step < last
 
     def step_end(self, step: int) -> None:
         """Reduce now if ``step`` completes an interval (same decision on every rank)."""
-        last = self._last_flush
-        if last is None:
-            last = self._last_flush = 0 if step > 0 else step - 1
-        if step - last >= self.every or step < last:
+        if self._last_flush is None:
+            self._last_flush = 0 if step > 0 else step - 1
+        if self.due(step):
             self._last_flush = step
             self.flush(step)
 
@@ -190,19 +211,24 @@ class Aggregator:
         exception unwinding one rank, a signal): a collective there could wait for
         peers that never come.
         """
-        rows, self._rows = self._rows, []
+        raw, self._rows = self._rows, []
+        prepare = self._prepare
+        rows = [prepare(row) for row in raw] if prepare is not None else raw
         at = step if step is not None else (rows[-1][0] if rows else -1)
         if not (communicate and self.reducing):
             self.sync()  # earlier reduced steps first: files stay in step order
             self._write_local_values(rows)
             return
         proposal = self._proposal(rows)
+        flags = FLAG_STOP if self.stop_asked else 0
         round_no = self._round
         self._round += 1
         started = time.perf_counter()
         try:
             done = self._guard.call(
-                lambda: self._gather(rows, proposal, round_no), self.timeout, after=self._write
+                lambda: self._gather(rows, proposal, round_no, flags),
+                self.timeout,
+                after=self._write,
             )
         except AggregationError as exc:
             self._fail(at, str(exc))
@@ -210,6 +236,8 @@ class Aggregator:
             self._write_local_values(rows)
             return
         cost = time.perf_counter() - started
+        if done.stop:
+            self.stop_agreed = True  # every rank reads it from this same reduction
         self.reductions += 1
         if rows:
             self.last_reduced_step = rows[-1][0]
@@ -290,19 +318,18 @@ class Aggregator:
             step,
             reason,
         )
-        if self._on_failure is not None:
-            with contextlib.suppress(Exception):  # run.json writing warns by itself
-                self._on_failure(step, reason)
+        if self._output is not None:
+            self._output.failed(step, reason)
 
     # ---------------------------------------------------------------- collective thread
 
-    def _gather(self, rows: list[Row], proposal: int, round_no: int) -> _Gathered:
+    def _gather(self, rows: list[Row], proposal: int, round_no: int, flags: int) -> _Gathered:
         """Pack, all-gather (twice if a rank needs more room), check; the agreed interval."""
         tags: list[str] = []
         seen: set[str] = set()
         packed_rows: list[dict[str, float]] = []
         table = self.table
-        for _, _, values, samples, tokens in rows:
+        for _, _, values, samples, tokens, _ in rows:
             row = {tag: value for tag, value in values if table[tag].communicated}
             if samples is not None:
                 row[_SAMPLES] = samples
@@ -324,7 +351,7 @@ class Aggregator:
                 rows=packed_rows,
                 capacity=self._capacity,
                 proposal=proposal,
-                flags=FLAG_STOP if self.stop_asked else 0,
+                flags=flags,
             )
             got = np.asarray(self.collective.all_gather(vector), dtype=np.float64)
             if got.shape != (self.world_size, self._capacity):
@@ -342,23 +369,21 @@ class Aggregator:
             gathered = all_gather()
             for r in range(self.world_size):
                 read_header(gathered, r, round_no)
-        if any(h.flags & FLAG_STOP for h in headers):
-            self.stop_agreed = True  # seen by every rank in this same reduction
-        return _Gathered(gathered, tags, rows, max(h.proposal for h in headers))
+        stop = any(h.flags & FLAG_STOP for h in headers)  # the same on every rank
+        return _Gathered(gathered, tags, rows, max(h.proposal for h in headers), stop)
 
     def _write(self, pending: _Gathered) -> None:
-        """After a successful gather (collective thread): write global and local points."""
+        """After a successful gather (collective thread): emit global and local points."""
+        output = self._output
         try:
-            steps = self._global_values(pending) if self._emit_global is not None else None
+            steps = self._global_values(pending) if self.rank == 0 else []
         except Exception as exc:  # a bug here must not cost the data: write it locally
-            if not self._warned_write:
-                self._warned_write = True
-                log.warning("mindwatch: reducing the gathered values failed: %r", exc)
+            self._warn("reduce", "mindwatch: reducing the gathered values failed: %r", exc)
             self._write_local_values(pending.rows)
             return
-        if steps is not None and self._emit_global is not None:
+        if output is not None:
             for step, values, wall, samples in steps:
-                self._emit_global(step, values, wall, samples)
+                output.step(MAIN, step, values, wall, samples)
         self._write_local(pending.rows)
 
     def _global_values(
@@ -413,25 +438,28 @@ class Aggregator:
                 out[i].extend(zip(names, row_values))
         communicated = set(tags)
         emitted = []
-        for k, (step, wall, values, samples, _) in enumerate(rows):
+        for k, (step, wall, values, samples, _, _) in enumerate(rows):
             once = [(t, v) for t, v in values if t not in communicated]
             if once or out[k]:
                 emitted.append((step, once + out[k], wall, samples))
         return emitted
 
     def _write_local(self, rows: Sequence[Row]) -> None:
-        emit = self._emit_local
-        if emit is None:
+        """This rank's own values of the metrics that differ between ranks (RANK)."""
+        output = self._output
+        writes = self._per_rank or (self.failure is not None and self.rank != 0)
+        if output is None or not writes:
             return
         table = self.table
-        for step, wall, values, samples, _ in rows:
+        for step, wall, values, samples, _, _ in rows:
             mine = [(t, v) for t, v in values if table[t].communicated]
             if mine:
-                emit(step, mine, wall, samples)
+                output.step(RANK, step, mine, wall, samples)
 
     def _write_local_values(self, rows: Sequence[Row]) -> None:
         """No reduction: rank 0's own values globally, and every rank's in its folder."""
-        if self._emit_global is not None:
-            for step, wall, values, samples, _ in rows:
-                self._emit_global(step, values, wall, samples)
+        output = self._output
+        if output is not None and self.rank == 0:
+            for step, wall, values, samples, _, _ in rows:
+                output.step(MAIN, step, values, wall, samples)
         self._write_local(rows)

@@ -1,6 +1,8 @@
-"""Alerts: the model, and where they go (``alerts.jsonl``, the log)."""
+"""Alerts: the model, where they go (``alerts.jsonl``, the log), and the controls they
+ask of the training loop."""
 
+from mindwatch.alerts.control import Control, ControlKind
 from mindwatch.alerts.model import CAUSES, Alert, Severity, severity_rank
 from mindwatch.alerts.sinks import AlertLog
 
-__all__ = ["CAUSES", "Alert", "AlertLog", "Severity", "severity_rank"]
+__all__ = ["CAUSES", "Alert", "AlertLog", "Control", "ControlKind", "Severity", "severity_rank"]

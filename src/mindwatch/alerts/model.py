@@ -7,7 +7,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Optional
 
-from mindwatch._json import json_float
+from mindwatch.common.json_values import json_float
 
 __all__ = ["CAUSES", "Alert", "Severity", "severity_rank"]
 

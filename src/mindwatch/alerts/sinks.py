@@ -1,4 +1,5 @@
-"""``AlertLog``: ``<run>/alerts.jsonl``, one alert per line, written as it happens."""
+"""``AlertLog``: ``<run>/alerts.jsonl`` (:data:`~mindwatch.run.layout.ALERTS_FILE`), one
+alert per line, written as it happens."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import threading
 from pathlib import Path
 
 from mindwatch.alerts.model import Alert
+from mindwatch.common.warn import WarnOnce
 
-__all__ = ["ALERTS_FILE", "AlertLog"]
+__all__ = ["AlertLog"]
 
 log = logging.getLogger(__name__)
-
-ALERTS_FILE = "alerts.jsonl"
 
 
 class AlertLog:
@@ -29,7 +29,7 @@ class AlertLog:
         self.echo = echo
         self.count = 0
         self._lock = threading.Lock()
-        self._failed = False
+        self._warn = WarnOnce(log)
 
     def write(self, alert: Alert) -> None:
         with self._lock:
@@ -40,10 +40,9 @@ class AlertLog:
                 with open(self.path, "a", encoding="utf-8") as handle:
                     handle.write(alert.to_json() + "\n")
             except OSError as exc:
-                if not self._failed:
-                    self._failed = True
-                    log.warning(
-                        "mindwatch: cannot write alerts to %s: %s; they still go to the log",
-                        self.path,
-                        exc.strerror or exc,
-                    )
+                self._warn(
+                    "write",
+                    "mindwatch: cannot write alerts to %s: %s; they still go to the log",
+                    self.path,
+                    exc.strerror or exc,
+                )

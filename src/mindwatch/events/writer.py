@@ -52,6 +52,7 @@ from typing import Any, BinaryIO, Callable, Optional, Union
 
 import numpy as np
 
+from mindwatch.common.warn import WarnOnce
 from mindwatch.events.encoding import (
     encode_file_version,
     encode_graph,
@@ -182,11 +183,10 @@ class EventFileWriter:
         self._closed = False
         self._close_lock = threading.RLock()  # close() may re-enter from a signal handler
         self._dropped = 0
-        self._drop_warned = False
         self._records = 0
         self._errors = 0
         self._failing: Optional[str] = None
-        self._warned_errors: set[str] = set()
+        self._warn = WarnOnce(log)  # once per kind of trouble, not once per item
         self._files: list[str] = []
         self._file: Optional[BinaryIO] = None  # None after a write error, until reopened
         self._file_bytes = self._header_bytes = 0
@@ -270,9 +270,12 @@ class EventFileWriter:
         step: int,
         wall_time: Optional[float] = None,
         buckets: int = 30,
+        *,
+        copy: bool = True,
     ) -> None:
-        """Log a histogram of ``values``; the array is copied now and bucketed in the background."""
-        data = np.array(values, copy=True)
+        """Log a histogram of ``values``; bucketed in the background, so the array is
+        copied now (``copy=False``: the caller hands over a copy it will not change)."""
+        data = np.array(values, copy=True) if copy else np.asarray(values)
         import_histogram_support()
         self.add_values_later(step, lambda: [histogram_value(tag, data, buckets)], wall_time)
 
@@ -375,8 +378,7 @@ class EventFileWriter:
 
     def _drop(self, points: int) -> None:
         self._dropped += points
-        if not self._drop_warned:
-            self._drop_warned = True
+        if "dropping" not in self._warn:
             reason = (
                 "the writer is closed"
                 if self._closed
@@ -385,7 +387,8 @@ class EventFileWriter:
                     f"{self.max_block_secs:g} s (max_queue, max_block_secs)"
                 )
             )
-            log.warning(
+            self._warn(
+                "dropping",
                 "mindwatch: dropping new points for %s because %s; training continues. "
                 "The total is reported at close().",
                 self.logdir,
@@ -448,15 +451,13 @@ class EventFileWriter:
     def _on_bad_item(self, kind: int, step: int, payload: Any, exc: Exception) -> None:
         self._errors += 1
         self._dropped += len(payload) if kind in (_SCALARS, _VALUES) else 1
-        key = f"{type(exc).__name__}"
-        if key not in self._warned_errors:  # once per kind of error, not once per item
-            self._warned_errors.add(key)
-            log.warning(
-                "mindwatch: could not encode an event at step %s, so it is dropped: %r "
-                "(further such errors are counted, not shown)",
-                step,
-                exc,
-            )
+        self._warn(
+            f"encode {type(exc).__name__}",
+            "mindwatch: could not encode an event at step %s, so it is dropped: %r "
+            "(further such errors are counted, not shown)",
+            step,
+            exc,
+        )
 
     @staticmethod
     def _encode(kind: int, wall: float, step: int, payload: Any) -> bytes:
@@ -492,15 +493,14 @@ class EventFileWriter:
         self._failing = message
         # One warning per kind of failure: a disk that stays full must not flood the
         # training log. Later failures are counted and summed up at close().
-        if message not in self._warned_errors:
-            self._warned_errors.add(message)
-            log.warning(
-                "mindwatch: writing events to %s failed: %s. Training continues; "
-                "these points are dropped and the next ones go to a new file.",
-                where,
-                message,
-            )
-        else:
+        first = self._warn(
+            f"write {message}",
+            "mindwatch: writing events to %s failed: %s. Training continues; "
+            "these points are dropped and the next ones go to a new file.",
+            where,
+            message,
+        )
+        if not first:
             log.debug("mindwatch: writing events to %s failed again: %s", where, message)
         # Abandon the damaged file: its torn tail reads like a file still being written.
         if self._file is not None:

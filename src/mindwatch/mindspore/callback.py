@@ -59,11 +59,12 @@ from typing import Any, Optional, Union
 import numpy as np
 from mindspore.train import Callback
 
-from mindwatch.alerts import Alert
+from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import PathLike
 from mindwatch.metrics.system import host_peak_rss_mb
 from mindwatch.metrics.timing import Every
+from mindwatch.mindspore.actions import LoopActions
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 from mindwatch.mindspore.collective import (
     MindSporeCollective,
@@ -72,20 +73,15 @@ from mindwatch.mindspore.collective import (
 )
 from mindwatch.mindspore.flops import device_peak_tflops, graph_flops_per_step
 from mindwatch.mindspore.layers import LayerRecorder
-from mindwatch.mindspore.lr import LearningRateReader, LearningRateScaler, find_optimizer
+from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
 from mindwatch.mindspore.outputs import OutputLayout, output_layout, unpack_outputs
-from mindwatch.mindspore.stable import StableKeeper
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
-from mindwatch.rules.dynamic_lr import LRController
 from mindwatch.run.lifecycle import EXIT_TIMEOUT_SECS
 
 __all__ = ["TensorBoard", "TrainingMonitor"]
 
 log = logging.getLogger(__name__)
-
-_MAX_IDS = 1024  # sample ids kept per batch
-_ID_HISTORY = 1000  # steps whose batch ids are kept
 
 
 def ms_device_target() -> Optional[str]:
@@ -169,15 +165,12 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._epochs_total = 0
         self._start_step = 0
         self._step_offset: Optional[int] = None
-        self._warned: set[str] = set()
+        self._warn = WarnOnce(log)
         self._layers = LayerRecorder(self.config)
         self._collect = Every(self.config.collect_freq)
         self._memory = Every(self.config.memory_every)
         self._device_memory = False
-        self._stable: Optional[StableKeeper] = None
-        self._dynamic_lr: Optional[tuple[LRController, LearningRateScaler]] = None
-        # alerts.sample_ids: the ids of recent batches, by step (bounded)
-        self._sample_ids: dict[int, list[Any]] = {}
+        self._actions = LoopActions(self.config, self.rank)
 
     def _new_monitor(self, folder: Optional[Path] = None) -> Monitor:
         """The callback's own Monitor; ``folder``: reopen that run folder (no new name)."""
@@ -213,7 +206,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self.monitor.closed and self._owns_monitor:  # used again after training ended
             last_step = self.monitor.last_step
             self.monitor = self._new_monitor(self.monitor.logdir)  # the same run folder
-            self.monitor.last_step = last_step  # e.g. Model.eval results belong there
+            self.monitor.continue_at(last_step)  # e.g. Model.eval results belong there
         return self.monitor
 
     # --------------------------------------------------------------- train hooks
@@ -237,20 +230,14 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             lambda: self._layers.begin(cb.get("train_network"), cb.get("network"), optimizer),
         )
         self._device_memory = ms_device_target() not in ("CPU", None)
-        self._stable = StableKeeper(cb.get("list_callback"))
-        monitor.on_alert = self._on_alert
-        self._dynamic_lr = None
-        if self.config.alerts.dynamic_lr.enabled and optimizer is not None:
-            scaler = LearningRateScaler(optimizer)
-            if scaler.prepare():  # before the first step compiles the graph
-                self._dynamic_lr = (LRController(self.config.alerts.dynamic_lr), scaler)
+        self._actions.begin(cb, optimizer, monitor)
         # MindFormers' cells return the lr the optimizer applied, computed in the graph;
         # but from their own copy of the schedule, which dynamic_lr does not scale.
-        self._lr_from_outputs = self._layout.kind == "mindformers" and self._dynamic_lr is None
+        dynamic_lr = self._actions.dynamic_lr is not None
+        self._lr_from_outputs = self._layout.kind == "mindformers" and not dynamic_lr
         self._flops_pending = True
         self._guarded("device peak", lambda: self._set_device_peak(monitor))
         self._start_step = int(cb.get("cur_step_num") or 0)
-        monitor.steps_per_epoch = int(cb.get("batch_num") or 0) or None
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
         self._guarded("hyperparameters", lambda: self._log_hparams(cb, optimizer))
@@ -368,7 +355,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self._flops_pending:
             self._guarded("model FLOPs", lambda: self._count_flops(cb))
         if self.config.alerts.sample_ids is not None:
-            self._guarded("sample ids", lambda: self._keep_sample_ids(step, cb))
+            self._guarded(
+                "sample ids", lambda: self._actions.note_sample_ids(step, cb, self.monitor)
+            )
         if self._layers.active and self.monitor.writes_shared:  # the same on every rank
             histograms = self._layers.histograms_due(step)
             self._guarded(
@@ -401,74 +390,17 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self._memory.every and self._memory(step):
             values.update(self._guarded("memory", self._read_memory) or {})
         self._guarded("step", lambda: self.monitor.log_step(step, samples=self._samples, **values))
-        if self._dynamic_lr is not None and "grad_norm" in values:
-            self._guarded("dynamic lr", lambda: self._adjust_lr(step, values["grad_norm"]))
-        self._maybe_evaluate(step)
-        self._last_end = time.perf_counter()
-        if self.monitor.should_stop:  # alerts.stop_on: end Model.train after this step
-            run_context.request_stop()
-
-    def _keep_sample_ids(self, step: int, cb: Any) -> None:
-        batch = cb.get("train_dataset_element")
-        position = self.config.alerts.sample_ids
-        if batch is None or position is None or position >= len(batch):
-            return
-        ids = np.asarray(batch[position].asnumpy()).reshape(-1)[:_MAX_IDS].tolist()
-        self._sample_ids[step] = ids
-        if len(self._sample_ids) > _ID_HISTORY:  # rules may fire a reduction interval later
-            del self._sample_ids[min(self._sample_ids)]
-
-    def _on_alert(self, alert: Any) -> None:
-        """Actions for an alert: the batch's sample ids (alerts.sample_ids), the last
-        stable checkpoint (alerts.last_stable_on)."""
-        ids = self._sample_ids.get(alert.step)
-        if ids is not None:
-            alert.extra["sample_ids"] = ids
-        keeper = self._stable
-        if keeper is None or alert.severity == "info":
-            return
-        if alert.rule not in self.config.alerts.last_stable_on:
-            return
-        kept = keeper.keep(before=alert.step, steps_per_epoch=self.monitor.steps_per_epoch)
-        if kept is None:
-            return
-        step = StableKeeper.step_of(kept, self.monitor.steps_per_epoch)
-        alert.extra["last_stable"] = str(kept)
-        done = f"kept {kept.name} as last stable"
-        alert.action = f"{alert.action}; {done}" if alert.action else done
-        self.monitor.record(
-            last_stable={"path": str(kept), "step": step, "alert": alert.rule, "at": alert.step}
-        )
-
-    def _adjust_lr(self, step: int, grad_norm: float) -> None:
-        """alerts.dynamic_lr: change the lr in place when the controller says so."""
-        assert self._dynamic_lr is not None
-        controller, scaler = self._dynamic_lr
-        settings = controller.settings
-        factor = controller.observe(step, {settings.metric: grad_norm})
-        if factor is None:
-            return
-        scaler.apply(factor)
-        if self._lr is not None:
-            self._lr.invalidate()
-        why = (
-            f"below {settings.low:g}" if factor > 1 else f"above {settings.high:g}"
-        ) + f" for {settings.patience} steps"
-        self.monitor.report(
-            Alert(
-                rule="dynamic_lr",
-                severity="info",
-                metric=settings.metric,
-                value=grad_norm,
-                step=step,
-                message=f"learning rate x{factor:.4g} (gradient norm {why}); "
-                f"x{controller.scale:.4g} in all",
-                rank=self.rank,
-                run=self.monitor.logdir.name,
-                action=f"lr x{factor:.4g} from step {step + 1}",
-                extra={"lr_scale": controller.scale},
+        if "grad_norm" in values:
+            grad_norm = values["grad_norm"]
+            self._guarded(
+                "dynamic lr",
+                lambda: self._actions.adjust_lr(step, grad_norm, self.monitor, self._lr),
             )
+        self._maybe_evaluate(step)
+        self._guarded(
+            "controls", lambda: self._actions.apply_controls(self.monitor, run_context, cb)
         )
+        self._last_end = time.perf_counter()
 
     def _read_memory(self) -> dict[str, float]:
         values = {"perf/host_peak_rss_mb": host_peak_rss_mb()}
@@ -532,6 +464,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         return cb.get("train_network") is not None and cb.get("train_dataset") is not None
 
     def on_train_end(self, run_context: Any) -> None:
+        # Controls that arrived with the last steps first (a last-stable checkpoint).
+        self._guarded("controls", lambda: self._actions.apply_controls(self.monitor))
         # Our own monitor is closed (files complete, run.json finished); one the caller
         # passed in stays open for them to keep logging to, and is only flushed.
         if self._owns_monitor:
@@ -580,9 +514,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             return None
 
     def _warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning("mindwatch: %s", message)
+        self._warn(key, "mindwatch: %s", message)
 
 
 class TensorBoard(TrainingMonitor):

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from mindspore import Tensor
 
+from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig
 from mindwatch.metrics.selection import select_names
 from mindwatch.metrics.timing import Every
@@ -73,7 +74,7 @@ class LayerRecorder:
         self._chosen: list[int] = []
         self._grad_index: dict[int, int] = {}  # chosen parameter -> its squared-norm slot
         self._grad_fn: Any = None
-        self._warned: set[str] = set()
+        self._warn_once = WarnOnce(log)
         self._layer_due = Every(config.layer_norms_every)
         self._param_due = Every(config.param_norm_every)
         self._hist_due = Every(config.histogram_every_steps)
@@ -218,9 +219,7 @@ class LayerRecorder:
                 monitor.log_histogram(f"gradients/{param.name}", grad.asnumpy(), step)
 
     def _warn(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning("mindwatch: %s", message)
+        self._warn_once(key, "mindwatch: %s", message)
 
 
 def _gradients_cell(loss_net: Any, params: list[Any]) -> Any:

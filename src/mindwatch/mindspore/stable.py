@@ -1,12 +1,16 @@
 """Keeping the "last stable" checkpoint when an alert fires.
 
-The newest checkpoint file MindSpore's ``ModelCheckpoint`` saved before the alert is
-hard-linked (copied where links are impossible) as ``last_stable-<its name>`` in the same
-folder. ``ModelCheckpoint`` rotates only files named ``<prefix>-<digits and
+The newest checkpoint file MindSpore's ``ModelCheckpoint`` saved before the alert's
+step is hard-linked (copied where links are impossible) as ``last_stable-<its name>``
+in the same folder. ``ModelCheckpoint`` rotates only files named ``<prefix>-<digits and
 underscores>.ckpt``, so the link survives ``keep_checkpoint_max`` and costs no space.
-The monitor's callback runs before ``ModelCheckpoint`` in a step (``build_callbacks``
-orders them so), so a checkpoint of the alerting step itself is not there yet: what is
-kept was saved before the anomaly.
+
+The rules judge steps on another thread, a little later; the file to keep must still be
+there when their verdict arrives. ``ModelCheckpoint`` deletes files only when it saves,
+so on a step where one of them will save (:meth:`StableKeeper.save_due`) the callback
+waits for the verdicts on every step so far before ``ModelCheckpoint`` runs
+(``build_callbacks`` puts the monitor first). A file saved at or after the alert's step
+is never the one kept.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,6 +40,23 @@ class StableKeeper:
 
         self.checkpointers = [c for c in (callbacks or []) if isinstance(c, ModelCheckpoint)]
         self.kept: Optional[Path] = None
+
+    def save_due(self, cb: Any) -> bool:
+        """Whether a ``ModelCheckpoint`` will save (and so may rotate files away) in this
+        step's callbacks: its own test, on its own counters."""
+        step = int(cb.get("cur_step_num") or 0)
+        for checkpointer in self.checkpointers:
+            config = getattr(checkpointer, "_config", None)
+            steps = getattr(config, "save_checkpoint_steps", None)
+            seconds = getattr(config, "save_checkpoint_seconds", None)
+            if steps and steps > 0:
+                due = step >= getattr(checkpointer, "_last_triggered_step", 0) + steps
+            else:
+                last = getattr(checkpointer, "_last_time", 0.0)
+                due = bool(seconds and seconds > 0 and time.time() - last > seconds)
+            if due:
+                return True
+        return False
 
     def newest(
         self, before: Optional[int] = None, steps_per_epoch: Optional[int] = None

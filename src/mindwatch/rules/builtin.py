@@ -1,6 +1,7 @@
 """The built-in anomaly rules: plain objects over ``(step, {tag: value})``.
 
-Each rule keeps a small state (:meth:`Rule.state_dict`, :meth:`Rule.load_state_dict`),
+Each rule declares the attributes that are its state (:attr:`Rule.state`); the base
+class saves and restores them (:meth:`Rule.state_dict`, :meth:`Rule.load_state_dict`),
 so the same rules run in the training process and in ``mindwatch watch``, which keeps
 their state between calls. (A training process that resumes starts its rules afresh:
 warm-ups and cooldowns restart; persisting their state in checkpoints is not done yet.)
@@ -18,7 +19,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from mindwatch.config import (
     DivergenceSettings,
@@ -41,6 +42,7 @@ __all__ = [
     "PlateauRule",
     "Rule",
     "SpikeRule",
+    "Stateful",
     "ThroughputDropRule",
 ]
 
@@ -57,19 +59,58 @@ class Finding:
     baseline: Optional[float] = None
 
 
-class Rule:
-    """Base: a name, ``observe``, and state that survives a restart."""
+def _saved(value: Any) -> Any:
+    """A state attribute as JSON-able data: deques become lists, mappings recurse."""
+    if isinstance(value, deque):
+        return list(value)
+    if isinstance(value, Mapping):
+        return {str(k): _saved(v) for k, v in value.items()}
+    return value
+
+
+def _restored(current: Any, saved: Any) -> Any:
+    """``saved`` in the shape of ``current``: a deque keeps its maxlen, a mapping keeps
+    its keys (a tag the config no longer watches is dropped), numbers their type."""
+    if isinstance(current, deque):
+        return deque((float(v) for v in saved), maxlen=current.maxlen)
+    if isinstance(current, Mapping):
+        restored = dict(current)
+        for key, value in (saved or {}).items():
+            if key in restored:
+                restored[key] = _restored(restored[key], value)
+        return restored
+    if saved is None:
+        return None
+    if isinstance(current, bool):
+        return bool(saved)
+    if isinstance(current, int):
+        return int(saved)
+    return float(saved) if isinstance(saved, (int, float)) else saved
+
+
+class Stateful:
+    """What changes as values arrive, declared once: ``state`` names the attributes;
+    :meth:`state_dict` saves them as JSON-able data, :meth:`load_state_dict` puts them
+    back (keys it lacks keep their value). Everything else comes from settings."""
+
+    state: ClassVar[tuple[str, ...]] = ()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: _saved(getattr(self, name)) for name in self.state}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for name in self.state:
+            if name in state:
+                setattr(self, name, _restored(getattr(self, name), state[name]))
+
+
+class Rule(Stateful):
+    """Base: a name, ``observe``, and (:class:`Stateful`) state that survives a restart."""
 
     name = "rule"
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         raise NotImplementedError
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        pass
 
 
 def _fmt(value: float) -> str:
@@ -106,6 +147,7 @@ class SpikeRule(Rule):
     healthy loss does not alert, and a smooth one alerts at the seeds' x3."""
 
     name = "spike"
+    state = ("windows", "seen")
 
     def __init__(self, settings: SpikeSettings) -> None:
         self.settings = settings
@@ -163,18 +205,9 @@ class SpikeRule(Rule):
             baseline=median,
         )
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"windows": {t: list(w) for t, w in self.windows.items()}, "seen": dict(self.seen)}
-
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for tag, values in state.get("windows", {}).items():
-            if tag in self.windows:
-                self.windows[tag].clear()
-                self.windows[tag].extend(float(v) for v in values)
-                self.sums[tag] = sum(self.windows[tag])
-        for tag, seen in state.get("seen", {}).items():
-            if tag in self.seen:
-                self.seen[tag] = int(seen)
+        super().load_state_dict(state)
+        self.sums = {tag: sum(window) for tag, window in self.windows.items()}  # derived
 
 
 class GradExplosionRule(Rule):
@@ -208,6 +241,7 @@ class GradVanishingRule(Rule):
     """The global gradient norm below ``below`` for ``steps`` consecutive points."""
 
     name = "grad_vanishing"
+    state = ("run",)
 
     def __init__(self, settings: GradVanishingSettings) -> None:
         self.settings = settings
@@ -235,18 +269,13 @@ class GradVanishingRule(Rule):
             )
         ]
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"run": self.run}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.run = int(state.get("run", 0))
-
 
 class PlateauRule(Rule):
     """No relative improvement of ``min_delta`` over the best smoothed value (EMA over
     ``smoothing`` points) in ``steps`` steps."""
 
     name = "plateau"
+    state = ("ema", "best", "best_step", "reported")
 
     def __init__(self, settings: PlateauSettings) -> None:
         self.settings = settings
@@ -283,26 +312,12 @@ class PlateauRule(Rule):
             )
         ]
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "ema": self.ema,
-            "best": self.best,
-            "best_step": self.best_step,
-            "reported": self.reported,
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.ema = state.get("ema")
-        best = state.get("best")
-        self.best = None if best is None else float(best)
-        self.best_step = int(state.get("best_step", 0))
-        self.reported = bool(state.get("reported", False))
-
 
 class DivergenceRule(Rule):
     """The smoothed value (EMA) ``rise`` above its minimum for ``steps`` points in a row."""
 
     name = "divergence"
+    state = ("ema", "minimum", "seen", "above")
 
     def __init__(self, settings: DivergenceSettings) -> None:
         self.settings = settings
@@ -341,27 +356,19 @@ class DivergenceRule(Rule):
             )
         ]
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"ema": self.ema, "minimum": self.minimum, "seen": self.seen, "above": self.above}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.ema = state.get("ema")
-        self.minimum = state.get("minimum")
-        self.seen = int(state.get("seen", 0))
-        self.above = int(state.get("above", 0))
-
 
 class ThroughputDropRule(Rule):
     """The median of the last ``recent`` points ``drop`` below the median of the
     ``window`` points before them."""
 
     name = "throughput_drop"
+    state = ("points", "dropped", "since")
 
     def __init__(self, settings: ThroughputDropSettings) -> None:
         self.settings = settings
         self.points: deque[float] = deque(maxlen=settings.window + settings.recent)
         self.dropped = False
-        self.since_check = 0
+        self.since = 0
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
@@ -370,10 +377,10 @@ class ThroughputDropRule(Rule):
             return []
         points = self.points
         points.append(value)
-        self.since_check += 1
-        if len(points) < points.maxlen or self.since_check < max(s.recent // 3, 1):  # type: ignore[operator]
+        self.since += 1
+        if len(points) < points.maxlen or self.since < max(s.recent // 3, 1):  # type: ignore[operator]
             return []  # checked every few points: a sustained drop is not urgent
-        self.since_check = 0
+        self.since = 0
         listed = list(points)
         recent = sorted(listed[-s.recent :])[s.recent // 2]
         base_points = sorted(listed[: -s.recent])
@@ -397,15 +404,6 @@ class ThroughputDropRule(Rule):
             )
         ]
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"points": list(self.points), "dropped": self.dropped, "since": self.since_check}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.points.clear()
-        self.points.extend(float(v) for v in state.get("points", []))
-        self.dropped = bool(state.get("dropped", False))
-        self.since_check = int(state.get("since", 0))
-
 
 class EvalReboundRule(Rule):
     """Validation loss rising for ``evaluations`` evaluations in a row while the
@@ -413,6 +411,7 @@ class EvalReboundRule(Rule):
     ``train_tolerance``)."""
 
     name = "eval_rebound"
+    state = ("last_eval", "rising", "train_sum", "train_count", "last_train_mean")
 
     def __init__(self, settings: EvalReboundSettings) -> None:
         self.settings = settings
@@ -459,19 +458,3 @@ class EvalReboundRule(Rule):
                 baseline=previous_eval,
             )
         ]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "last_eval": self.last_eval,
-            "rising": self.rising,
-            "last_train_mean": self.last_train_mean,
-            "train_sum": self.train_sum,
-            "train_count": self.train_count,
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.last_eval = state.get("last_eval")
-        self.rising = int(state.get("rising", 0))
-        self.last_train_mean = state.get("last_train_mean")
-        self.train_sum = float(state.get("train_sum", 0.0))
-        self.train_count = int(state.get("train_count", 0))

@@ -1,23 +1,29 @@
 """The seeds' dynamic learning rate, as a rule: it decides, the adapter applies.
 
-Framework-free: :meth:`LRController.observe` returns the multiplier to apply to the
-learning rate now (or None). Under data parallelism every rank sees the same global
-gradient norm (computed after the gradient all-reduce), so every rank decides the same
-change at the same step without talking to the others.
+Framework-free: :meth:`LRController.observe` returns a ``scale_lr``
+:class:`~mindwatch.alerts.Control` (the multiplier, and the ``info`` alert that reports
+it) or None. It runs on the training thread, because the change must apply from the very
+next update; it costs a few comparisons. Under data parallelism every rank sees the same
+global gradient norm (computed after the gradient all-reduce), so every rank decides the
+same change at the same step without talking to the others.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Optional
 
+from mindwatch.alerts import Alert, Control
 from mindwatch.config import DynamicLRSettings
+from mindwatch.rules.builtin import Stateful
 
 __all__ = ["LRController"]
 
 
-class LRController:
+class LRController(Stateful):
     """Count steps below ``low`` / above ``high``; after ``patience`` of them, a change."""
+
+    state = ("below", "above", "scale")
 
     def __init__(self, settings: DynamicLRSettings) -> None:
         self.settings = settings
@@ -25,7 +31,7 @@ class LRController:
         self.above = 0
         self.scale = 1.0  # the product of the changes so far
 
-    def observe(self, step: int, values: Mapping[str, float]) -> Optional[float]:
+    def observe(self, step: int, values: Mapping[str, float]) -> Optional[Control]:
         s = self.settings
         value = values.get(s.metric)
         if value is None or value - value != 0.0:
@@ -42,12 +48,17 @@ class LRController:
         if factor is None or abs(factor - 1.0) < 1e-12:
             return None
         self.scale *= factor
-        return factor
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"below": self.below, "above": self.above, "scale": self.scale}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.below = int(state.get("below", 0))
-        self.above = int(state.get("above", 0))
-        self.scale = float(state.get("scale", 1.0))
+        why = (f"below {s.low:g}" if factor > 1 else f"above {s.high:g}") + (
+            f" for {s.patience} steps"
+        )
+        alert = Alert(
+            rule="dynamic_lr",
+            severity="info",
+            metric=s.metric,
+            value=value,
+            step=step,
+            message=f"learning rate x{factor:.4g} (gradient norm {why}); x{self.scale:.4g} in all",
+            action=f"lr x{factor:.4g} from step {step + 1}",
+            extra={"lr_scale": self.scale},
+        )
+        return Control("scale_lr", step, alert, factor)

@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from mindwatch.common.warn import WarnOnce
 from mindwatch.run.layout import RUN_FILE
 
 __all__ = ["RunInfo", "package_versions", "process_alive", "read_run_info"]
@@ -109,7 +110,7 @@ class RunInfo:
         }
         if extra:
             self.data.update(extra)
-        self._warned = False
+        self._warn = WarnOnce(log)
         self.data["process"] = _PROCESS
         earlier = self._earlier_attempts()
         if earlier and earlier[-1].get("process") == _PROCESS:
@@ -166,8 +167,8 @@ class RunInfo:
                 handle.write("\n")
             os.replace(tmp, self.path)
         except OSError as exc:
-            if not self._warned:
-                self._warned = True
-                log.warning("mindwatch: could not write %s: %s; training continues", self.path, exc)
+            self._warn(
+                "write", "mindwatch: could not write %s: %s; training continues", self.path, exc
+            )
             with contextlib.suppress(OSError):
                 tmp.unlink()

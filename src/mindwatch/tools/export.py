@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from mindwatch._json import json_float
+from mindwatch.common.json_values import json_float
 
 if TYPE_CHECKING:
     import pandas as pd

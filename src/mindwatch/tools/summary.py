@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from mindwatch._json import json_float
+from mindwatch.common.json_values import json_float
 from mindwatch.events.reader import find_runs
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any, Optional
 
-__all__ = ["ProgressReporter", "format_values"]
+__all__ = ["ProgressReporter", "ProgressSink", "format_values"]
 
 _SHOWN = (
     ("train/loss", "loss", "{:.4f}"),
@@ -120,3 +120,50 @@ class ProgressReporter:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+class ProgressSink:
+    """The console: progress every ``every`` steps and each evaluation's results (rank 0).
+
+    Lines are printed on the pipeline's thread, shortly after the step (at most the
+    pipeline's wake-up period, a tenth of a second).
+    """
+
+    name = "console progress"
+
+    def __init__(
+        self,
+        *,
+        every: int,
+        mode: str = "auto",
+        total: Optional[int] = None,
+        stream: Optional[IO[str]] = None,
+    ) -> None:
+        self._every, self._mode = every, mode
+        self._stream = stream if stream is not None else sys.stdout
+        self.reporter = ProgressReporter(every=every, mode=mode, total=total, stream=self._stream)
+
+    def write(self, item: Any) -> None:
+        from mindwatch.sinks.items import EvalValues, StepValues, TotalSteps
+
+        reporter = self.reporter
+        if isinstance(item, StepValues):
+            if reporter.due(item.step):
+                reporter.update(item.step, dict(item.values), item.wall)
+        elif isinstance(item, EvalValues):
+            if item.values and reporter.enabled:
+                shown = ", ".join(f"{tag} {value:.4g}" for tag, value in item.values)
+                print(
+                    f"[mindwatch] eval at step {item.step} | {shown}", file=self._stream, flush=True
+                )
+        elif isinstance(item, TotalSteps):
+            reporter.close()
+            self.reporter = ProgressReporter(
+                every=self._every, mode=self._mode, total=item.total, stream=self._stream
+            )
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        return True
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        self.reporter.close()

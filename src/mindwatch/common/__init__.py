@@ -1,0 +1,1 @@
+"""Small helpers every layer uses: JSON for non-finite numbers, warn-once."""

@@ -1,0 +1,118 @@
+"""The training loop's side of mindwatch's controls, applied at step boundaries.
+
+The rules run off the training thread and hand back :class:`~mindwatch.alerts.Control`
+values (:meth:`mindwatch.Monitor.take_controls`, :attr:`mindwatch.Monitor.should_stop`);
+the dynamic learning rate decides on this thread (it is a few comparisons). After each
+step's values are logged, :meth:`LoopActions.after_step` applies what is due:
+
+* ``keep_last_stable``: link the newest ``ModelCheckpoint`` file saved before the
+  alert's step as ``last_stable-<name>`` (:mod:`.stable`), record it in ``run.json``,
+  and hand the alert back to the monitor, which writes it naming the file. On the
+  training thread, so it never races ``ModelCheckpoint``'s own rotation;
+* ``scale_lr`` (``alerts.dynamic_lr``): scale the optimizer's lr in place from the next
+  update on, and report it as an ``info`` alert;
+* ``stop``: ``run_context.request_stop()``; ``Model.train`` ends after this step.
+
+It also reads the sample ids of each batch (``alerts.sample_ids``) for the monitor,
+which puts them into an alert of that step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from mindwatch.alerts import Alert, Control
+from mindwatch.config import MonitorConfig
+from mindwatch.mindspore.lr import LearningRateReader, LearningRateScaler
+from mindwatch.mindspore.stable import StableKeeper
+from mindwatch.monitor import Monitor
+from mindwatch.rules.dynamic_lr import LRController
+
+__all__ = ["LoopActions"]
+
+_MAX_IDS = 1024  # sample ids kept per batch
+
+
+class LoopActions:
+    """Controls and per-batch facts of one ``Model.train`` run, on the training thread."""
+
+    def __init__(self, config: MonitorConfig, rank: int) -> None:
+        self.config = config
+        self.rank = rank
+        self.keeper: Optional[StableKeeper] = None
+        self.dynamic_lr: Optional[tuple[LRController, LearningRateScaler]] = None
+        self.steps_per_epoch: Optional[int] = None
+
+    def begin(self, cb: Any, optimizer: Any, monitor: Monitor) -> None:
+        """At train begin: find the checkpoints to keep, make the lr scalable."""
+        self.steps_per_epoch = int(cb.get("batch_num") or 0) or None
+        monitor.steps_per_epoch = self.steps_per_epoch
+        self.keeper = StableKeeper(cb.get("list_callback"))
+        monitor.keep_checkpoints(bool(self.keeper.checkpointers))
+        self.dynamic_lr = None
+        if self.config.alerts.dynamic_lr.enabled and optimizer is not None:
+            scaler = LearningRateScaler(optimizer)
+            if scaler.prepare():  # before the first step compiles the graph
+                self.dynamic_lr = (LRController(self.config.alerts.dynamic_lr), scaler)
+
+    def note_sample_ids(self, step: int, cb: Any, monitor: Monitor) -> None:
+        """``alerts.sample_ids``: this step's batch ids, for an alert at this step."""
+        batch = cb.get("train_dataset_element")
+        position = self.config.alerts.sample_ids
+        if batch is None or position is None or position >= len(batch):
+            return
+        ids = np.asarray(batch[position].asnumpy()).reshape(-1)[:_MAX_IDS].tolist()
+        monitor.log_sample_ids(step, ids)
+
+    def adjust_lr(
+        self, step: int, grad_norm: float, monitor: Monitor, lr: Optional[LearningRateReader]
+    ) -> None:
+        """``alerts.dynamic_lr``: the controller's decision, applied now."""
+        if self.dynamic_lr is None:
+            return
+        controller, scaler = self.dynamic_lr
+        control = controller.observe(step, {controller.settings.metric: grad_norm})
+        if control is None or control.factor is None:
+            return
+        scaler.apply(control.factor)
+        if lr is not None:
+            lr.invalidate()
+        if control.alert is not None:
+            control.alert.rank = self.rank
+            control.alert.run = monitor.logdir.name
+            monitor.report(control.alert)
+
+    def apply_controls(self, monitor: Monitor, run_context: Any = None, cb: Any = None) -> None:
+        """The rules' controls that arrived, and a stop. Before a ``ModelCheckpoint``
+        saves (and rotates old files away), the rules' verdicts on every step so far are
+        waited for, so the checkpoint to keep is still there."""
+        keeper = self.keeper
+        wait = (
+            cb is not None
+            and keeper is not None
+            and bool(self.config.alerts.last_stable_on)
+            and keeper.save_due(cb)
+        )
+        for control in monitor.take_controls(wait=wait):
+            if control.kind == "keep_last_stable" and control.alert is not None:
+                self._keep_last_stable(control, monitor)
+        if run_context is not None and monitor.should_stop:
+            run_context.request_stop()  # alerts.stop_on: Model.train ends after this step
+
+    def _keep_last_stable(self, control: Control, monitor: Monitor) -> None:
+        alert: Alert = control.alert  # type: ignore[assignment]
+        keeper = self.keeper
+        kept = None
+        if keeper is not None:
+            kept = keeper.keep(before=alert.step, steps_per_epoch=self.steps_per_epoch)
+        if kept is not None:
+            step = StableKeeper.step_of(kept, self.steps_per_epoch)
+            alert.extra["last_stable"] = str(kept)
+            done = f"kept {kept.name} as last stable"
+            alert.action = f"{alert.action}; {done}" if alert.action else done
+            monitor.record(
+                last_stable={"path": str(kept), "step": step, "alert": alert.rule, "at": alert.step}
+            )
+        monitor.report(alert)

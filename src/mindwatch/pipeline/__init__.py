@@ -1,0 +1,8 @@
+"""One pipeline per process: logged records -> derived values -> sinks and rules, off
+the training thread; the rules' decisions come back as values (controls)."""
+
+from mindwatch.pipeline.alerting import Alerting
+from mindwatch.pipeline.outputs import Outputs, open_outputs
+from mindwatch.pipeline.pipeline import MAIN, RANK, LocalSteps, Pipeline
+
+__all__ = ["MAIN", "RANK", "Alerting", "LocalSteps", "Outputs", "Pipeline", "open_outputs"]

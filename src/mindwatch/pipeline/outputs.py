@@ -1,0 +1,164 @@
+"""Which outputs a process has, by its place in the job: the wiring of a pipeline.
+
+=====================================  ==========================  ====================
+process                                ``MAIN`` route (shared      ``RANK`` route
+                                       values, rules, run.json)
+=====================================  ==========================  ====================
+single process, or rank 0              ``<run>/``                  ``<run>/rank_0/``
+                                                                   with ``per_rank``
+rank r > 0, values reduced             nothing                     ``<run>/rank_<r>/``
+                                                                   with ``per_rank``
+rank r > 0, nobody to reduce with      ``<run>/rank_<r>/`` (or a   nothing
+                                       run folder of its own)
+=====================================  ==========================  ====================
+
+``MAIN`` gets the TensorBoard event files, the MindFormers tag view
+(``tag_style: mindformers``), the console progress (rank 0), the rules with their
+``alerts.jsonl``, and ``run.json``. A rank r > 0 whose reduction fails opens
+``<run>/rank_<r>/`` then, for both routes, so none of its values is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from mindwatch.alerts import AlertLog, Control
+from mindwatch.config import MonitorConfig
+from mindwatch.events.writer import EventFileWriter, LogDirError
+from mindwatch.pipeline.alerting import Alerting
+from mindwatch.pipeline.pipeline import LocalSteps, Pipeline
+from mindwatch.run.info import RunInfo
+from mindwatch.run.layout import ALERTS_FILE, has_event_files
+from mindwatch.run.ranks import rank_folder
+from mindwatch.sinks import MindFormersView, ProgressSink, Sink, SinkGroup, TensorBoardSink
+
+__all__ = ["Outputs", "config_markdown", "open_outputs", "open_writer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outputs:
+    """A process's pipeline, its run.json, and the TensorBoard folders it writes."""
+
+    pipeline: Pipeline
+    run: Optional[RunInfo]
+    global_tb: Optional[TensorBoardSink]  # <run>/ (rank 0)
+    rank_tb: Optional[TensorBoardSink]  # <run>/rank_<r>/ (or a rank's own run folder)
+
+
+def open_writer(folder: Path, config: MonitorConfig) -> EventFileWriter:
+    """An event writer for ``folder`` with the config's limits.
+
+    A run's first session starts with ``SessionLog.START``, as TensorFlow's did:
+    TensorBoard's server treats the first START in a run as the start and only later ones
+    as restarts, so a resume's marker needs this one.
+    """
+    return EventFileWriter(
+        folder,
+        flush_secs=config.flush_secs,
+        max_file_size=config.max_file_size,
+        max_queue=config.max_queue,
+        max_block_secs=config.max_block_secs,
+        purge_step=0 if not has_event_files(folder) else None,
+    )
+
+
+def config_markdown(config: Mapping[str, Any]) -> str:
+    """The effective config as a TEXT entry (TensorBoard renders markdown)."""
+    body = json.dumps(dict(config), indent=2, sort_keys=True, default=str)
+    return "Effective mindwatch configuration:\n\n```json\n" + body + "\n```"
+
+
+def open_outputs(
+    config: MonitorConfig,
+    logdir: Path,
+    *,
+    rank: int,
+    world_size: int,
+    reduced: bool,
+    own_run_folder: bool,
+    total_steps: Optional[int],
+    run_info: Optional[Mapping[str, Any]],
+    local: LocalSteps,
+) -> Outputs:
+    """Open the folders this process writes (LogDirError if one cannot be written), its
+    run.json, and the pipeline that feeds them."""
+    cfg = config
+    global_tb = rank_tb = None
+    if rank == 0:
+        global_tb = TensorBoardSink(open_writer(logdir, cfg))
+    if (reduced and cfg.per_rank) or (rank != 0 and not reduced):
+        folder = logdir if own_run_folder else logdir / rank_folder(rank)
+        rank_tb = TensorBoardSink(open_writer(folder, cfg), name="TensorBoard rank")
+    main_tb = global_tb if rank == 0 else (None if reduced else rank_tb)
+    main: list[Sink] = []
+    if main_tb is not None:
+        main.append(main_tb)
+        if cfg.tag_style == "mindformers":
+            view = MindFormersView(main_tb.writer, world_size=world_size, rates=local.rates)
+            main.append(view)
+    if rank == 0:
+        main.append(ProgressSink(every=cfg.print_every, mode=cfg.progress, total=total_steps))
+    run = None
+    if main_tb is not None:
+        run = RunInfo(
+            main_tb.writer.logdir,
+            config=cfg.model_dump(mode="json") | {"logdir": str(logdir)},
+            world_size=world_size,
+            rank=rank,
+            extra=run_info,
+        )
+        given: dict[str, Any] = {}
+        if cfg.flops_per_sample is not None:
+            given.update(per_sample=cfg.flops_per_sample, source="config")
+        if cfg.peak_tflops is not None:
+            given.update(peak_tflops=cfg.peak_tflops, peak_source="config")
+        if given:
+            run.update(flops=given)
+        run.write()
+    controls: deque[Control] = deque()
+    alerting = None
+    if cfg.alerts.enabled and main_tb is not None:
+        dispatcher = None
+        if cfg.alerts.notify:  # smtplib, urllib...: imported only when needed
+            from mindwatch.alerts.notify import build_dispatcher
+
+            dispatcher = build_dispatcher(cfg.alerts)
+        alerting = Alerting(
+            cfg.alerts,
+            run=logdir.name,
+            rank=rank,
+            alert_log=AlertLog(main_tb.writer.logdir / ALERTS_FILE),
+            dispatcher=dispatcher,
+            control=controls.append,
+        )
+
+    def open_rank_folder() -> Optional[SinkGroup]:
+        """After a failed reduction: rank r's own folder, for all its values."""
+        try:
+            writer = open_writer(logdir / rank_folder(rank), cfg)
+        except LogDirError as exc:
+            log.warning("mindwatch: rank %d cannot write its own values: %s", rank, exc)
+            return None
+        group = SinkGroup([TensorBoardSink(writer, name="TensorBoard rank")])
+        pipeline.main = group  # shared values too, from now on
+        return group
+
+    pipeline = Pipeline(
+        main=SinkGroup(main),
+        rank=SinkGroup([rank_tb] if reduced and rank_tb is not None else []),
+        local=local,
+        perplexity=cfg.perplexity,
+        alerting=alerting,
+        open_rank_folder=open_rank_folder if reduced and rank != 0 and rank_tb is None else None,
+        max_queue=cfg.max_queue,
+        controls=controls,
+    )
+    return Outputs(pipeline, run, global_tb, rank_tb)

@@ -1,0 +1,304 @@
+"""``Pipeline``: where every logged record goes, off the training thread.
+
+The training thread (or, under data parallelism, the collective thread with reduced
+steps) appends tuples to one queue; the pipeline's thread takes them in order and:
+
+1. derives a raw step's local values: rates from its timing (step time, samples/s,
+   tokens/s, TFLOPS, MFU), perplexity, and counts the non-finite ones
+   (:class:`LocalSteps`; under reduction the aggregator calls the same object before
+   packing, so each rank derives its own);
+2. writes every record to the sinks of its *route*: ``MAIN`` (the run this process
+   writes: TensorBoard, the MindFormers view, the console) or ``RANK`` (this rank's own
+   folder under reduction), through a :class:`~mindwatch.sinks.SinkGroup` each;
+3. applies the rules to the ``MAIN`` route's steps and evaluations
+   (:class:`~mindwatch.pipeline.alerting.Alerting`), whose decisions come back to the
+   training loop as :class:`~mindwatch.alerts.Control` values in :attr:`controls`.
+
+The thread wakes every ``period`` seconds (a tenth of a second at most), when the queue
+passes a high-water mark, or when asked (:meth:`sync`, :meth:`close`), and then takes
+everything queued, so a tight training loop pays one append per record and the
+background work is batched. A record that fails is a warning, once, and never stops the
+thread. A queue that stays full (the sinks far slower than the training) drops records
+and counts their points instead of growing without bound or making training wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
+
+from mindwatch.alerts import Alert, Control
+from mindwatch.common.warn import WarnOnce
+from mindwatch.metrics.derived import StepRates, Timing, Values, with_perplexity
+from mindwatch.metrics.values import NonFiniteCounter
+from mindwatch.pipeline.alerting import Alerting
+from mindwatch.sinks import SinkGroup
+from mindwatch.sinks.items import EvalValues, Item, StepValues
+
+__all__ = ["MAIN", "RANK", "LocalSteps", "Pipeline", "Row"]
+
+log = logging.getLogger(__name__)
+
+MAIN, RANK, BOTH = 0, 1, 2  # routes
+# A step as logged: (step, wall time, [(tag, value)], samples per step, tokens per
+# step, (seconds, steps) of wall time since the previous recorded step, or None).
+Row = tuple[int, float, Values, Optional[float], Optional[float], Optional[Timing]]
+
+# Queue entries are plain tuples, the first element their kind (cheap to build on the
+# training thread): (RAW, row) | (STEP, route, step, values, wall, samples) |
+# (EVAL, step, values) | (ITEM, route, item) | (ALERT, alert) | (IDS, step, ids) |
+# (SETTING, name, value) | (FAILED, step, reason) | (BARRIER, event) | (STOP, timeout)
+RAW, STEP, EVAL, ITEM, ALERT, IDS, SETTING, FAILED, BARRIER, STOP = range(10)
+
+PERIOD = 0.1  # longest wait before queued records are processed (seconds)
+_HIGH_WATER = 1024  # wake the thread early once this many records wait
+
+
+class LocalSteps:
+    """A rank's step as logged -> its own values: the logged ones, the rates derived
+    from its timing, and (``perplexity``) ``train/perplexity``; non-finite values are
+    counted. Thread-safe (the counter locks; the rates are read-only but for the
+    FLOPs count, one attribute)."""
+
+    def __init__(self, rates: StepRates, counter: NonFiniteCounter, *, perplexity: bool) -> None:
+        self.rates = rates
+        self.counter = counter
+        self.perplexity = perplexity
+
+    def __call__(self, row: Row) -> Row:
+        step, wall, values, samples, tokens, timing = row
+        rates = self.rates
+        derived = values + rates.derive(timing, samples, rates.tokens(samples, tokens))
+        if self.perplexity:
+            derived = with_perplexity(derived)
+        self.counter.count(derived)
+        return step, wall, derived, samples, tokens, None
+
+
+class Pipeline:
+    """Take records through derivation to the sinks and the rules, on one thread.
+
+    Args:
+        main: the sinks of the run this process writes (empty on a rank whose values
+            are only reduced).
+        rank: the sinks of this rank's own folder under reduction (may start empty).
+        local: derives a raw step's local values.
+        perplexity: add ``train/perplexity`` to reduced steps (raw ones get it from
+            ``local``).
+        alerting: the rules, on ``main``'s steps (None: no rules here).
+        open_rank_folder: the sinks of this rank's own folder, opened when a reduction
+            fails on a rank that had none (its values are not lost), or None.
+        max_queue: records that may wait; more are dropped and counted.
+        controls: the queue the alerting puts its controls in.
+    """
+
+    def __init__(
+        self,
+        *,
+        main: SinkGroup,
+        rank: SinkGroup,
+        local: LocalSteps,
+        perplexity: bool = False,
+        alerting: Optional[Alerting] = None,
+        open_rank_folder: Optional[Callable[[], Optional[SinkGroup]]] = None,
+        max_queue: int = 100_000,
+        period: float = PERIOD,
+        controls: Optional[deque[Control]] = None,
+    ) -> None:
+        self.main = main
+        self.rank = rank
+        self.local = local
+        self.perplexity = perplexity
+        self.alerting = alerting
+        self._open_rank_folder = open_rank_folder
+        self._max_queue = max_queue
+        self._period = period
+        # Decisions for the training loop (the alerting appends, the loop takes them).
+        self.controls: deque[Control] = controls if controls is not None else deque()
+        self.points_dropped = 0
+        self._queue: deque[tuple[Any, ...]] = deque()
+        self._wake = threading.Event()
+        self._warn = WarnOnce(log)
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="mindwatch-pipeline", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ any producer thread
+
+    def submit(self, entry: tuple[Any, ...]) -> None:
+        """Queue one record (an atomic append; the caller never waits)."""
+        queue = self._queue
+        if len(queue) >= self._max_queue or self._closed:
+            self._drop(entry)
+            return
+        queue.append(entry)
+        if len(queue) > _HIGH_WATER:
+            self._wake.set()
+
+    def step(self, route: int, step: int, values: Values, wall: float, samples: Any) -> None:
+        """A derived (and, for ``MAIN``, reduced) step, e.g. from the aggregator."""
+        self.submit((STEP, route, step, values, wall, samples))
+
+    def failed(self, step: int, reason: str) -> None:
+        """Reductions stopped at ``step``: this rank's own values need a folder."""
+        self.submit((FAILED, step, reason))
+
+    def sync(self, timeout: Optional[float] = None) -> bool:
+        """Wait until everything queued before the call is processed (False on timeout)."""
+        if not self._thread.is_alive():
+            return True
+        done = threading.Event()
+        self._queue.append((BARRIER, done))
+        self._wake.set()
+        if not self._thread.is_alive():
+            done.set()
+        return done.wait(timeout)
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Process what is queued, close the sinks (files complete), end the thread."""
+        if self._closed:
+            self._thread.join(timeout)
+            return
+        self._queue.append((STOP, timeout))
+        self._closed = True  # later records are dropped (and counted)
+        self._wake.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        if self._thread.is_alive():  # a sink hangs (a hung disk): close what we can
+            log.warning(
+                "mindwatch: the pipeline did not finish within %s s; %d queued records may "
+                "not be written",
+                timeout,
+                len(self._queue),
+            )
+            for group in (self.main, self.rank):
+                group.close(timeout)
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Process what is queued, then flush the sinks (event files in the OS)."""
+        ok = self.sync(timeout)
+        return self.main.flush(timeout) and self.rank.flush(timeout) and ok
+
+    # ------------------------------------------------------------ the pipeline's thread
+
+    def _run(self) -> None:
+        queue, wake = self._queue, self._wake
+        while True:
+            wake.wait(self._period)
+            wake.clear()
+            while queue:
+                entry = queue.popleft()
+                if entry[0] == STOP:
+                    self._finish(entry[1])
+                    return
+                try:
+                    self._process(entry)
+                except Exception as exc:  # never lose the thread over one record
+                    self._warn_once(f"kind {entry[0]}", f"a record could not be processed: {exc!r}")
+
+    def _process(self, entry: tuple[Any, ...]) -> None:
+        kind = entry[0]
+        if kind == RAW:
+            step, wall, values, samples, _, _ = self.local(entry[1])
+            self._main_step(step, values, wall, samples)
+        elif kind == STEP:
+            _, route, step, values, wall, samples = entry
+            if self.perplexity:
+                values = with_perplexity(values)
+            if route == MAIN:
+                self._main_step(step, values, wall, samples)
+            elif self.rank:
+                self.rank.write(StepValues(step, values, wall, samples))
+        elif kind == EVAL:
+            _, step, values = entry
+            self.local.counter.count(values)
+            self.main.write(EvalValues(step, values))
+            if self.alerting is not None:
+                self.alerting.observe(step, values)
+        elif kind == ITEM:
+            _, route, item = entry
+            self._write(route, item)
+        elif kind == ALERT:
+            if self.alerting is not None:
+                self.alerting.report(entry[1])
+        elif kind == IDS:
+            if self.alerting is not None:
+                self.alerting.note_sample_ids(entry[1], entry[2])
+        elif kind == SETTING:
+            self._setting(entry[1], entry[2])
+        elif kind == FAILED:
+            self._failed(entry[1], entry[2])
+        elif kind == BARRIER:
+            entry[1].set()
+
+    def _main_step(self, step: int, values: Values, wall: float, samples: Any) -> None:
+        self.main.write(StepValues(step, values, wall, samples))
+        if self.alerting is not None:
+            self.alerting.observe(step, values)
+
+    def _write(self, route: int, item: Item) -> None:
+        if route in (MAIN, BOTH):
+            self.main.write(item)
+        if route in (RANK, BOTH) and self.rank:
+            self.rank.write(item)
+
+    def _setting(self, name: str, value: Any) -> None:
+        if name in ("flops_per_step", "peak_tflops"):
+            setattr(self.local.rates, name, value)
+            return
+        alerting = self.alerting
+        if alerting is None:
+            return
+        if name == "steps_per_epoch":
+            alerting.steps_per_epoch = value
+        elif name == "keeps_checkpoints":
+            alerting.keeps_checkpoints = bool(value)
+
+    def _failed(self, step: int, reason: str) -> None:
+        if self.rank or self._open_rank_folder is None:
+            return
+        opened = self._open_rank_folder()
+        if opened is not None:
+            for sink in opened.sinks:
+                self.rank.add(sink)
+
+    def _finish(self, timeout: Optional[float]) -> None:
+        for group in (self.main, self.rank):
+            group.close(timeout)
+
+    def _drop(self, entry: tuple[Any, ...]) -> None:
+        kind = entry[0]
+        if kind == BARRIER:
+            entry[1].set()
+            return
+        points = 1
+        if kind == RAW:
+            points = len(entry[1][2]) or 1
+        elif kind in (STEP, EVAL):
+            points = len(entry[3] if kind == STEP else entry[2]) or 1
+        self.points_dropped += points
+        self._warn_once(
+            "dropped",
+            "the pipeline fell behind (or is closed): records are dropped and counted "
+            "(points_dropped in run.json)",
+        )
+
+    def _warn_once(self, key: str, message: str) -> None:
+        self._warn(key, "mindwatch: %s", message)
+
+    # ------------------------------------------------------------ results
+
+    @property
+    def alerts(self) -> list[Alert]:
+        return self.alerting.alerts if self.alerting is not None else []
+
+    def take_controls(self) -> Sequence[Control]:
+        """The controls decided so far (once each), oldest first."""
+        controls = self.controls
+        taken = []
+        while controls:
+            taken.append(controls.popleft())
+        return taken

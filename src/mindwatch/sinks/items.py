@@ -1,0 +1,96 @@
+"""What flows to the sinks: one small value type per kind of record.
+
+Every sink gets every item and writes the kinds it knows; the pipeline builds them on
+its own thread from what the training thread enqueued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+__all__ = [
+    "EvalValues",
+    "Histogram",
+    "Item",
+    "Scalars",
+    "SessionStart",
+    "StepValues",
+    "SummaryValues",
+    "Text",
+    "TotalSteps",
+    "Values",
+]
+
+Values = Sequence[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class StepValues:
+    """A training step's values, derived (and, under reduction, reduced) already.
+
+    ``samples``: samples per step on one device (for views that need the batch size).
+    """
+
+    step: int
+    values: Values
+    wall: float
+    samples: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class EvalValues:
+    """Evaluation results at ``step`` (``eval/<metric>`` tags)."""
+
+    step: int
+    values: Values
+
+
+@dataclass(frozen=True)
+class Scalars:
+    """Scalars under exact tags that are not a training step's (per-layer norms)."""
+
+    step: int
+    values: Values
+
+
+@dataclass(frozen=True)
+class Histogram:
+    tag: str
+    data: Any  # a numpy array the caller copied
+    step: int
+
+
+@dataclass(frozen=True)
+class Text:
+    tag: str
+    text: str
+    step: int
+
+
+@dataclass(frozen=True)
+class SummaryValues:
+    """Serialized ``Summary.Value`` entries (the hparams plugin's session records)."""
+
+    step: int
+    values: Sequence[bytes]
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """TensorBoard's purge marker: points at ``step`` and beyond written before are void."""
+
+    step: int
+
+
+@dataclass(frozen=True)
+class TotalSteps:
+    """How many steps the run takes (the progress bar and ETA)."""
+
+    total: Optional[int]
+
+
+Item = Union[
+    StepValues, EvalValues, Scalars, Histogram, Text, SummaryValues, SessionStart, TotalSteps
+]
