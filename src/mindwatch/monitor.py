@@ -48,12 +48,12 @@ from mindwatch.events.summaries import (
 from mindwatch.events.writer import EventFileWriter, PathLike, WriterStats
 from mindwatch.metrics.derived import StepRates, perplexity
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
-from mindwatch.metrics.tags import eval_tag, tag_for
+from mindwatch.metrics.steps import LocalSteps
+from mindwatch.metrics.tags import eval_tag
 from mindwatch.metrics.timing import Every, StepClock
 from mindwatch.metrics.values import INT64, NonFiniteCounter, number, step_number
 from mindwatch.pipeline import pipeline as pl
 from mindwatch.pipeline.outputs import config_markdown, open_outputs
-from mindwatch.pipeline.pipeline import LocalSteps
 from mindwatch.run import lifecycle
 from mindwatch.run.layout import make_run_dir
 from mindwatch.run.ranks import env_rank_and_world
@@ -63,7 +63,7 @@ __all__ = ["Monitor"]
 
 log = logging.getLogger(__name__)
 
-_LOSS, _LR, _GRAD_NORM = tag_for("loss"), tag_for("lr"), tag_for("grad_norm")
+_FLOAT = frozenset({float})
 
 
 class Monitor:
@@ -145,12 +145,13 @@ class Monitor:
             local=self._local,
         )
         self._pipeline = outputs.pipeline
+        self._queue, self._queue_fast = self._pipeline.queue_for_producers()
+        self._pipeline_controls = self._pipeline.controls
         self._run = outputs.run
         self._outputs = outputs
         if self._aggregator is not None:
             self._aggregator.connect(self._pipeline)
         self._clock = StepClock()
-        self._tags: dict[str, str] = {}
         self._every = cfg.collect_freq
         self._collect = Every(cfg.collect_freq)
         self.last_step: Optional[int] = None
@@ -279,31 +280,41 @@ class Monitor:
             self.declare(reduce)
         aggregator = self._aggregator
         try:
-            values: list[tuple[str, float]] = []
-            append = values.append
-            if loss is not None:
-                append((_LOSS, loss if type(loss) is float else number("loss", loss)))
-            if lr is not None:
-                append((_LR, lr if type(lr) is float else number("lr", lr)))
-            if grad_norm is not None:
-                g = grad_norm
-                append((_GRAD_NORM, g if type(g) is float else number("grad_norm", g)))
-            if scalars:
-                tags = self._tags
-                for key, value in scalars.items():
-                    tag = tags.get(key)
-                    if tag is None:
-                        tag = tags[key] = tag_for(key)
-                    append((tag, value if type(value) is float else number(key, value)))
-            n_samples = None if samples is None else number("samples", samples)
-            n_tokens = None if tokens is None else number("tokens", tokens)
-            row = (step, time.time(), values, n_samples, n_tokens, self._clock.tick(step))
+            # Checked here, so a bad value raises in the caller's frame; arranged under
+            # their tags on the pipeline's thread (mindwatch.metrics.steps).
+            if loss is not None and type(loss) is not float:
+                loss = number("loss", loss)
+            if lr is not None and type(lr) is not float:
+                lr = number("lr", lr)
+            if grad_norm is not None and type(grad_norm) is not float:
+                grad_norm = number("grad_norm", grad_norm)
+            if scalars and not _FLOAT.issuperset(map(type, scalars.values())):
+                scalars = {key: number(key, value) for key, value in scalars.items()}
+            if samples is not None and type(samples) is not float:
+                samples = number("samples", samples)
+            if tokens is not None and type(tokens) is not float:
+                tokens = number("tokens", tokens)
+            logged = (
+                step,
+                time.time(),
+                loss,
+                lr,
+                grad_norm,
+                scalars,
+                samples,
+                tokens,
+                self._clock.tick(step),
+            )
             if not self._hparams_written:
                 self._write_hparams()
             if aggregator is not None:
-                aggregator.add(row)
+                aggregator.add(logged)
             else:
-                self._pipeline.submit((pl.RAW, row))
+                queue = self._queue
+                if len(queue) < self._queue_fast:  # the common case: one append
+                    queue.append((pl.RAW, logged))
+                else:
+                    self._pipeline.submit((pl.RAW, logged))  # wakes it, or drops
                 if self._judge_each_step:
                     self._pipeline.sync()  # alerts.stop_on: the verdict on this very step
             self.last_step = step
@@ -311,7 +322,7 @@ class Monitor:
         finally:
             if aggregator is not None:  # whatever happened, the ranks' collectives stay paired
                 self._reduce(aggregator, step)
-            if self._pipeline.controls:
+            if self._pipeline_controls:
                 self._take_pipeline_controls()
 
     def _reduce(self, aggregator: Aggregator, step: int) -> None:

@@ -40,7 +40,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, Union
+from typing import Any, Callable, Optional, Protocol, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -59,17 +59,14 @@ from mindwatch.aggregate.packing import (
 )
 from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
 from mindwatch.common.warn import WarnOnce
+from mindwatch.metrics.steps import Logged, Row
 
-__all__ = ["BUDGET", "Aggregator", "ReducedOutput", "Row"]
+__all__ = ["BUDGET", "Aggregator", "ReducedOutput"]
 
 log = logging.getLogger(__name__)
 
 Floats = npt.NDArray[np.float64]
 Values = list[tuple[str, float]]
-# (step, wall time, [(tag, value)], samples per step or None, tokens per step or None,
-# (seconds, steps) since the previous step or None): a step as logged. Prepared rows
-# have their derived values and no timing.
-Row = tuple[int, float, Values, Optional[float], Optional[float], Optional[tuple[float, int]]]
 MAIN, RANK = 0, 1  # ReducedOutput routes: the global run, this rank's own folder
 
 
@@ -88,6 +85,7 @@ AUTO_START = 10  # auto interval before anything is measured
 AUTO_MAX = 200  # auto interval cap: the global curve lags at most this many steps
 _TOKENS, _SAMPLES = "_w/tokens", "_w/samples"  # per-rank weights of 'mean' metrics
 _START_CAPACITY_TAGS = 16
+_CLOSE_WAIT = 60.0  # close(): longest wait for the collective thread's last hand-over
 
 
 @dataclass
@@ -115,8 +113,8 @@ class Aggregator:
         every: steps between reductions, or ``"auto"``.
         timeout: seconds one reduction may wait for the other ranks before it is
             abandoned (see the module's notes).
-        prepare: a logged row -> the row with this rank's derived values (applied once
-            per row, on the training thread, when its interval is flushed).
+        prepare: a step as logged -> its row with this rank's derived values (applied
+            once per step, on the training thread, when its interval is flushed).
         output: where steps go (see :meth:`connect`; None: nowhere yet).
         per_rank: emit this rank's own values too (``RANK``); after a failure a rank
             other than 0 emits them anyway (they would be lost otherwise).
@@ -129,7 +127,7 @@ class Aggregator:
         *,
         every: Union[int, str] = "auto",
         timeout: float = 300.0,
-        prepare: Optional[Callable[[Row], Row]] = None,
+        prepare: Optional[Callable[[Logged], Row]] = None,
         output: Optional[ReducedOutput] = None,
         per_rank: bool = False,
     ) -> None:
@@ -146,7 +144,7 @@ class Aggregator:
         self._output = output
         self._per_rank = per_rank
         self._guard = CollectiveGuard()
-        self._rows: list[Row] = []
+        self._rows: list[Any] = []  # Logged steps (Rows without a ``prepare``)
         self._last_flush: Optional[int] = None
         self._round = 0  # reductions issued, the same count on every rank
         # Room for a typical interval; a rank that needs more says so and all resend.
@@ -178,9 +176,9 @@ class Aggregator:
         folder was agreed with :meth:`agree_on_text`)."""
         self._output = output
 
-    def add(self, row: Row) -> None:
+    def add(self, logged: Logged) -> None:
         """Buffer one step as logged (the training thread's whole cost on most steps)."""
-        self._rows.append(row)
+        self._rows.append(logged)
 
     def due(self, step: int) -> bool:
         """Whether :meth:`step_end` at ``step`` reduces (the same answer on every rank)."""
@@ -254,11 +252,13 @@ class Aggregator:
         """Reduce and write the last buffered steps; wait until they are written.
 
         Every rank that logged a step takes part in the final reduction (even with
-        nothing left to send), so the ranks' collectives stay paired.
+        nothing left to send), so the ranks' collectives stay paired. Reduced steps the
+        collective thread is still handing over are waited for (up to ``timeout``; by
+        default :data:`_CLOSE_WAIT`): handing over is local work, never a collective.
         """
         if self._last_flush is not None or self._rows:
             self.flush(communicate=communicate)
-        self.sync(timeout)
+        self.sync(_CLOSE_WAIT if timeout is None else timeout)
         self._guard.stop()
 
     def agree_on_text(self, text: str) -> str:

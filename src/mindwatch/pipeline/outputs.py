@@ -31,8 +31,9 @@ from typing import Any, Optional
 from mindwatch.alerts import AlertLog, Control
 from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import EventFileWriter, LogDirError
+from mindwatch.metrics.steps import LocalSteps
 from mindwatch.pipeline.alerting import Alerting
-from mindwatch.pipeline.pipeline import LocalSteps, Pipeline
+from mindwatch.pipeline.pipeline import Pipeline
 from mindwatch.run.info import RunInfo
 from mindwatch.run.layout import ALERTS_FILE, has_event_files
 from mindwatch.run.ranks import rank_folder

@@ -3,10 +3,10 @@
 The training thread (or, under data parallelism, the collective thread with reduced
 steps) appends tuples to one queue; the pipeline's thread takes them in order and:
 
-1. derives a raw step's local values: rates from its timing (step time, samples/s,
-   tokens/s, TFLOPS, MFU), perplexity, and counts the non-finite ones
-   (:class:`LocalSteps`; under reduction the aggregator calls the same object before
-   packing, so each rank derives its own);
+1. turns a logged step into its local values: the tags, rates from its timing (step
+   time, samples/s, tokens/s, TFLOPS, MFU), perplexity, and counts the non-finite ones
+   (:class:`~mindwatch.metrics.steps.LocalSteps`; under reduction the aggregator calls
+   the same object before packing, so each rank derives its own);
 2. writes every record to the sinks of its *route*: ``MAIN`` (the run this process
    writes: TensorBoard, the MindFormers view, the console) or ``RANK`` (this rank's own
    folder under reduction), through a :class:`~mindwatch.sinks.SinkGroup` each;
@@ -26,56 +26,36 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from mindwatch.alerts import Alert, Control
 from mindwatch.common.warn import WarnOnce
-from mindwatch.metrics.derived import StepRates, Timing, Values, with_perplexity
-from mindwatch.metrics.values import NonFiniteCounter
+from mindwatch.metrics.derived import Values, with_perplexity
+from mindwatch.metrics.steps import LocalSteps
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.sinks import SinkGroup
 from mindwatch.sinks.items import EvalValues, Item, StepValues
 
-__all__ = ["MAIN", "RANK", "LocalSteps", "Pipeline", "Row"]
+__all__ = ["MAIN", "RANK", "Pipeline"]
 
 log = logging.getLogger(__name__)
 
 MAIN, RANK, BOTH = 0, 1, 2  # routes
-# A step as logged: (step, wall time, [(tag, value)], samples per step, tokens per
-# step, (seconds, steps) of wall time since the previous recorded step, or None).
-Row = tuple[int, float, Values, Optional[float], Optional[float], Optional[Timing]]
-
 # Queue entries are plain tuples, the first element their kind (cheap to build on the
-# training thread): (RAW, row) | (STEP, route, step, values, wall, samples) |
-# (EVAL, step, values) | (ITEM, route, item) | (ALERT, alert) | (IDS, step, ids) |
-# (SETTING, name, value) | (FAILED, step, reason) | (BARRIER, event) | (STOP, timeout)
+# training thread): (RAW, a step as logged: mindwatch.metrics.steps.Logged) |
+# (STEP, route, step, values, wall, samples) | (EVAL, step, values) |
+# (ITEM, route, item) | (ALERT, alert) | (IDS, step, ids) | (SETTING, name, value) |
+# (FAILED, step, reason) | (BARRIER, event) | (STOP, timeout)
 RAW, STEP, EVAL, ITEM, ALERT, IDS, SETTING, FAILED, BARRIER, STOP = range(10)
 
 PERIOD = 0.1  # longest wait before queued records are processed (seconds)
 _HIGH_WATER = 1024  # wake the thread early once this many records wait
-
-
-class LocalSteps:
-    """A rank's step as logged -> its own values: the logged ones, the rates derived
-    from its timing, and (``perplexity``) ``train/perplexity``; non-finite values are
-    counted. Thread-safe (the counter locks; the rates are read-only but for the
-    FLOPs count, one attribute)."""
-
-    def __init__(self, rates: StepRates, counter: NonFiniteCounter, *, perplexity: bool) -> None:
-        self.rates = rates
-        self.counter = counter
-        self.perplexity = perplexity
-
-    def __call__(self, row: Row) -> Row:
-        step, wall, values, samples, tokens, timing = row
-        rates = self.rates
-        derived = values + rates.derive(timing, samples, rates.tokens(samples, tokens))
-        if self.perplexity:
-            derived = with_perplexity(derived)
-        self.counter.count(derived)
-        return step, wall, derived, samples, tokens, None
+# Records processed per hold of the GIL: a tight training loop waits at most about a
+# chunk's processing for it (as the event writer does with its encoding).
+_CHUNK = 64
 
 
 class Pipeline:
@@ -138,6 +118,11 @@ class Pipeline:
         if len(queue) > _HIGH_WATER:
             self._wake.set()
 
+    def queue_for_producers(self) -> tuple[deque[tuple[Any, ...]], int]:
+        """The queue and the length below which a producer may append to it directly
+        (no wake-up is due, nothing is dropped); at or above it, call :meth:`submit`."""
+        return self._queue, min(_HIGH_WATER, self._max_queue)
+
     def step(self, route: int, step: int, values: Values, wall: float, samples: Any) -> None:
         """A derived (and, for ``MAIN``, reduced) step, e.g. from the aggregator."""
         self.submit((STEP, route, step, values, wall, samples))
@@ -189,6 +174,7 @@ class Pipeline:
         while True:
             wake.wait(self._period)
             wake.clear()
+            done = 0
             while queue:
                 entry = queue.popleft()
                 if entry[0] == STOP:
@@ -198,6 +184,9 @@ class Pipeline:
                     self._process(entry)
                 except Exception as exc:  # never lose the thread over one record
                     self._warn_once(f"kind {entry[0]}", f"a record could not be processed: {exc!r}")
+                done += 1
+                if done % _CHUNK == 0:
+                    time.sleep(0)  # let the training thread have the GIL between chunks
 
     def _process(self, entry: tuple[Any, ...]) -> None:
         kind = entry[0]

@@ -14,6 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any, Optional
 
+from mindwatch.sinks.items import EvalValues, Item, StepValues, TotalSteps
+
 __all__ = ["ProgressReporter", "ProgressSink", "format_values"]
 
 _SHOWN = (
@@ -143,9 +145,7 @@ class ProgressSink:
         self._stream = stream if stream is not None else sys.stdout
         self.reporter = ProgressReporter(every=every, mode=mode, total=total, stream=self._stream)
 
-    def write(self, item: Any) -> None:
-        from mindwatch.sinks.items import EvalValues, StepValues, TotalSteps
-
+    def write(self, item: Item) -> None:
         reporter = self.reporter
         if isinstance(item, StepValues):
             if reporter.due(item.step):

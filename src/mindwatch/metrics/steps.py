@@ -1,0 +1,78 @@
+"""A training step as logged, and as written: the one conversion between them.
+
+The front door (:meth:`mindwatch.Monitor.log_step`) stores what it was given, checked
+but not rearranged, in a :data:`Logged` tuple (cheap on the training thread).
+:class:`LocalSteps` turns it into a :data:`Row`: the ``(tag, value)`` pairs under their
+namespaced tags, plus the rates derived from the step's timing, perplexity, and the
+count of non-finite values. The pipeline's thread does this for a single process; under
+data parallelism the aggregator does it before reducing, so each rank derives its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from mindwatch.metrics.derived import StepRates, Timing, Values, with_perplexity
+from mindwatch.metrics.tags import TAGS, tag_for
+from mindwatch.metrics.values import NonFiniteCounter
+
+__all__ = ["LocalSteps", "Logged", "Row"]
+
+# (step, wall time, loss, lr, grad_norm (floats or None), {name: float} of the other
+# values, samples per step, tokens per step, (seconds, steps) since the previous
+# recorded step or None)
+Logged = tuple[
+    int,
+    float,
+    Optional[float],
+    Optional[float],
+    Optional[float],
+    Mapping[str, float],
+    Optional[float],
+    Optional[float],
+    Optional[Timing],
+]
+# (step, wall time, [(tag, value)], samples per step, tokens per step, None): a step
+# with its derived values, ready to reduce or write.
+Row = tuple[int, float, Values, Optional[float], Optional[float], Any]
+
+_LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
+
+
+class LocalSteps:
+    """A rank's step as logged -> its own values: the logged ones under their tags, the
+    rates derived from its timing, and (``perplexity``) ``train/perplexity``; non-finite
+    values are counted. Used by one thread at a time (the pipeline's, or the training
+    thread under reduction); the counter locks, and the rates' FLOPs count is one
+    attribute."""
+
+    def __init__(self, rates: StepRates, counter: NonFiniteCounter, *, perplexity: bool) -> None:
+        self.rates = rates
+        self.counter = counter
+        self.perplexity = perplexity
+        self._tags: dict[str, str] = {}
+
+    def __call__(self, logged: Logged) -> Row:
+        step, wall, loss, lr, grad_norm, scalars, samples, tokens, timing = logged
+        values: Values = []
+        append = values.append
+        if loss is not None:
+            append((_LOSS, loss))
+        if lr is not None:
+            append((_LR, lr))
+        if grad_norm is not None:
+            append((_GRAD_NORM, grad_norm))
+        if scalars:
+            tags = self._tags
+            for key, value in scalars.items():
+                tag = tags.get(key)
+                if tag is None:
+                    tag = tags[key] = tag_for(key)
+                append((tag, value))
+        rates = self.rates
+        values += rates.derive(timing, samples, rates.tokens(samples, tokens))
+        if self.perplexity:
+            values = with_perplexity(values)
+        self.counter.count(values)
+        return step, wall, values, samples, tokens, None
