@@ -36,7 +36,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from mindwatch.aggregate import AggregationError, Aggregator, Collective, ReductionTable
+from mindwatch.aggregate import AggregationError, Aggregator, Collective
 from mindwatch.alerts import Alert, Control
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events.summaries import (
@@ -55,8 +55,9 @@ from mindwatch.metrics.values import INT64, NonFiniteCounter, number, step_numbe
 from mindwatch.pipeline import pipeline as pl
 from mindwatch.pipeline.outputs import config_markdown, open_outputs
 from mindwatch.run import lifecycle
-from mindwatch.run.layout import make_run_dir
+from mindwatch.run.layout import new_run_dir
 from mindwatch.run.ranks import env_rank_and_world
+from mindwatch.sinks import Sink
 from mindwatch.sinks.items import Histogram, Scalars, SessionStart, SummaryValues, Text, TotalSteps
 
 __all__ = ["Monitor"]
@@ -128,9 +129,15 @@ class Monitor:
         self._aggregator: Optional[Aggregator] = None
         self._own_run_folder = False  # rank r > 0 writes a run folder of its own
         if collective is not None and self.world_size > 1 and cfg.aggregate_every != 0:
-            self._aggregator = self._new_aggregator(collective, reductions, loss_ranks)
+            self._aggregator = Aggregator.for_config(
+                collective, cfg, declared=reductions, loss_ranks=loss_ranks, prepare=self._local
+            )
         if cfg.run_name:
-            target = self._run_dir(target)
+            agree = self._agree_on_run_dir if self._aggregator is not None else None
+            named = {key: cfg.hparams[key] for key in cfg.name_hparams}
+            target, self._own_run_folder = new_run_dir(
+                target, cfg.run_name, named, rank=self.rank, world_size=self.world_size, agree=agree
+            )
         self.logdir = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
         outputs = open_outputs(
@@ -177,62 +184,21 @@ class Monitor:
             self._pipeline.submit((pl.ITEM, pl.MAIN, Text("mindwatch/config", text, 0)))
         lifecycle.register(self)
 
-    def _new_aggregator(
-        self,
-        collective: Collective,
-        reductions: Optional[Mapping[str, ReduceKind]],
-        loss_ranks: Optional[Sequence[int]],
-    ) -> Aggregator:
-        cfg = self.config
-        if cfg.loss_source_rank is not None:
-            loss_ranks = (cfg.loss_source_rank,)
-        world = self.world_size
-        outside = [r for r in loss_ranks or () if not -world <= r < world]
-        if outside:
-            raise ValueError(
-                f"mindwatch: loss_source_rank / loss_ranks {outside} is not a rank of this "
-                f"job of {world} ranks; use 0..{world - 1}, or -1 for the last rank"
+    def _agree_on_run_dir(self, made: str) -> Optional[str]:
+        """Rank 0's new run folder, on every rank; None (and no reductions) if the
+        ranks cannot agree."""
+        assert self._aggregator is not None
+        try:
+            return self._aggregator.agree_on_text(made)
+        except AggregationError as exc:
+            log.warning(
+                "mindwatch: rank %d: the ranks could not agree on the run folder (%s); "
+                "nothing will be reduced across ranks, each rank writes its own values",
+                self.rank,
+                exc,
             )
-        table = ReductionTable({**cfg.reductions, **(reductions or {})}, loss_ranks=loss_ranks)
-        return Aggregator(
-            collective,
-            table,
-            every=cfg.aggregate_every,
-            timeout=cfg.aggregate_timeout,
-            prepare=self._local,
-            per_rank=cfg.per_rank,
-        )
-
-    def _run_dir(self, root: PathLike) -> Path:
-        """The new run folder ``<root>/<date>_<run_name>_<hparams>``, the same on every rank.
-
-        Rank 0 creates it; with a collective, the other ranks learn its name from rank
-        0 (their clocks, and the ``-2`` suffix for a taken name, could differ). Without
-        one, rank ``r`` cannot know it and writes its own ``<date>_<run_name>_rank<r>``
-        folder instead (``rank_logdir``).
-        """
-        cfg = self.config
-        name = cfg.run_name or "run"
-        named = {key: cfg.hparams[key] for key in cfg.name_hparams}
-        aggregator = self._aggregator
-        if self.world_size == 1 or (self.rank == 0 and aggregator is None):
-            return make_run_dir(root, name, named)
-        if aggregator is not None:
-            made = str(make_run_dir(root, name, named)) if self.rank == 0 else ""
-            try:
-                return Path(aggregator.agree_on_text(made))
-            except AggregationError as exc:
-                log.warning(
-                    "mindwatch: rank %d: the ranks could not agree on the run folder (%s); "
-                    "nothing will be reduced across ranks, each rank writes its own values",
-                    self.rank,
-                    exc,
-                )
-                self._aggregator = None
-                if self.rank == 0:
-                    return Path(made)
-        self._own_run_folder = True
-        return make_run_dir(root, f"{name}_rank{self.rank}", named)
+            self._aggregator = None
+            return None
 
     # ------------------------------------------------------------------ logging
 
@@ -328,13 +294,16 @@ class Monitor:
     def _reduce(self, aggregator: Aggregator, step: int) -> None:
         """The reduction's part of a step: reduce when the interval completes, and learn
         what it says (a stop agreed by all ranks, a failure)."""
-        if self._judge_each_step and self.writes_shared and aggregator.due(step):
+        judge = self._judge_each_step and self.writes_shared
+        if judge and aggregator.reducing and aggregator.due(step):
             # Every stop the rules decided on the steps reduced so far rides in this
             # reduction: the same steps on every run, whatever the threads' timing.
             aggregator.sync()
             self._pipeline.sync()
             self._take_pipeline_controls()
         aggregator.step_end(step)
+        if judge and not aggregator.reducing:
+            self._pipeline.sync()  # nothing left to carry a stop: judge this step now
         if aggregator.stop_agreed and self._stop_reason is None:
             self._stop_reason = "alerts.stop_on (agreed by every rank)"
         if aggregator.failure is not None and not self._failure_recorded:
@@ -369,6 +338,12 @@ class Monitor:
             self._take_pipeline_controls()
         taken, self._controls = self._controls, []
         return taken
+
+    def add_sink(self, sink: Sink) -> None:
+        """Send this run's records to ``sink`` too, from the next record on (see
+        :class:`~mindwatch.sinks.Sink`; it runs on the pipeline's thread, and a sink that
+        raises is a warning, once, never a stop)."""
+        self._pipeline.submit((pl.SINK, pl.MAIN, sink))
 
     def keep_checkpoints(self, keeping: bool = True) -> None:
         """Tell the rules that the training loop can keep a "last stable" checkpoint
@@ -586,19 +561,10 @@ class Monitor:
     def closed(self) -> bool:
         return self._closed
 
-    def _writers(self) -> list[EventFileWriter]:
-        tbs = (self._outputs.global_tb, self._outputs.rank_tb)
-        writers = [tb.writer for tb in tbs if tb is not None]
-        for sink in self._pipeline.rank.sinks:  # a folder opened after a failed reduction
-            writer = getattr(sink, "writer", None)
-            if isinstance(writer, EventFileWriter) and writer not in writers:
-                writers.append(writer)
-        return writers
-
     @property
     def writer(self) -> EventFileWriter:
         """The writer of the run this process writes: the global one on rank 0."""
-        writers = self._writers()
+        writers = self._outputs.writers()
         if not writers:
             raise RuntimeError(
                 f"rank {self.rank} writes no event files (its values are reduced into rank "
@@ -609,9 +575,7 @@ class Monitor:
     @property
     def rank_logdir(self) -> Optional[Path]:
         """``<run>/rank_<r>/`` when this rank writes its own folder, else None."""
-        writers = self._writers()
-        if self._outputs.global_tb is not None:
-            writers = writers[1:]
+        writers = self._outputs.writers()[1 if self._outputs.global_tb is not None else 0 :]
         return writers[0].logdir if writers else None
 
     @property
@@ -629,13 +593,7 @@ class Monitor:
     @property
     def stats(self) -> WriterStats:
         """Counters of this process's writers, summed (and points the pipeline dropped)."""
-        writers = [w.stats for w in self._writers()]
-        return WriterStats(
-            records_written=sum(w.records_written for w in writers),
-            points_dropped=sum(w.points_dropped for w in writers) + self._pipeline.points_dropped,
-            write_errors=sum(w.write_errors for w in writers),
-            files=tuple(f for w in writers for f in w.files),
-        )
+        return self._outputs.stats()
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Block until everything logged so far is handed to the OS.
@@ -690,68 +648,31 @@ class Monitor:
                 self.report(control.alert)
         self._pipeline.close(timeout)
         alerting = self._pipeline.alerting
-        if alerting is not None and alerting.dispatcher is not None:
-            # What is queued, but no longer than one alert's delivery with its retries
-            # (capped at 10 s): a hanging endpoint must not hold the end of training.
-            d = self.config.alerts.delivery
-            budget = min(10.0, d.timeout * (d.retries + 1) + d.backoff * 2**d.retries)
-            alerting.dispatcher.close(timeout=budget if timeout is None else min(timeout, budget))
+        if alerting is not None:
+            alerting.close(timeout)
         self._finish_run(error)
 
     def _finish_run(self, error: object) -> None:
+        """``run.json``: how the run ended, and what it holds."""
         nonfinite = self.nonfinite
-        if self._run is not None:
-            stats = self.stats
-            base = self._run.path.parent
-            status = "terminated" if lifecycle.signal_received else "finished"
-            failure = {}
-            if error is not None:
-                status = "failed"
-                # One line: framework errors carry pages of call stacks.
-                text = " ".join(str(error).split())
-                failure["error"] = f"{type(error).__name__}: {text}"[:300]
-            alerting = self._pipeline.alerting
-            self._run.finish(
-                status=status,
-                **failure,
-                last_step=self.last_step,
-                steps_logged=self.steps_logged,
-                nonfinite=nonfinite,
-                points_dropped=stats.points_dropped,
-                write_errors=stats.write_errors,
-                event_files=[os.path.relpath(f, base) for f in stats.files],
-                alerts=alerting.alert_log.count if alerting is not None else 0,
-                **self._notification_summary(),
-                **self._aggregation_summary(),
-            )
+        status = "terminated" if lifecycle.signal_received else "finished"
+        self._outputs.finish_run(
+            "failed" if error is not None else status,
+            error=error,
+            last_step=self.last_step,
+            steps_logged=self.steps_logged,
+            nonfinite=nonfinite,
+            **self._aggregation_summary(),
+        )
         if nonfinite:
             log.warning(
                 "mindwatch: non-finite values were logged: %s",
                 ", ".join(f"{tag} x{n}" for tag, n in sorted(nonfinite.items())),
             )
 
-    def _notification_summary(self) -> dict[str, Any]:
-        alerting = self._pipeline.alerting
-        d = alerting.dispatcher if alerting is not None else None
-        if d is None:
-            return {}
-        counts = {"sent": d.sent, "failed": d.failed, "dropped": d.dropped}
-        return {"notifications": {**counts, "undelivered": d.undelivered}}
-
     def _aggregation_summary(self) -> dict[str, Any]:
         aggregator = self._aggregator
-        if aggregator is None:
-            return {}
-        summary: dict[str, Any] = {
-            "reductions": aggregator.reductions,
-            "interval": aggregator.every,
-            # Later steps in the global run are rank 0's own values.
-            "last_reduced_step": aggregator.last_reduced_step,
-        }
-        if aggregator.failure is not None:
-            summary["failed"] = aggregator.failure
-            summary["failed_at_step"] = aggregator.failed_at
-        return {"aggregation": summary}
+        return {} if aggregator is None else {"aggregation": aggregator.summary()}
 
     def __enter__(self) -> Monitor:
         return self

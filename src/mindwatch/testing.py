@@ -5,17 +5,20 @@ process: start one thread per rank, give each its ``group.member(rank)`` as the
 ``collective`` of its :class:`mindwatch.Monitor`, and the monitors reduce across the
 "ranks" exactly as they would across ``msrun`` workers. A member that stops calling
 (its thread just returns) leaves the others waiting, as a dead worker does.
+
+:class:`MemorySink` keeps what a monitor's pipeline hands its sinks
+(``monitor.add_sink(sink)``), for assertions without reading files.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LocalCollective", "LocalGroup"]
+__all__ = ["LocalCollective", "LocalGroup", "MemorySink"]
 
 Floats = npt.NDArray[np.float64]
 
@@ -62,3 +65,26 @@ class LocalCollective:
 
     def all_gather(self, vector: Floats) -> Floats:
         return self._group._all_gather(self.rank, vector)
+
+
+class MemorySink:
+    """A :class:`~mindwatch.sinks.Sink` that keeps every item in :attr:`items`."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.closed = False
+
+    def write(self, item: Any) -> None:
+        self.items.append(item)
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        return True
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        self.closed = True
+
+    def of(self, kind: type) -> list[Any]:
+        """The items of one kind (e.g. ``mindwatch.sinks.items.StepValues``)."""
+        return [item for item in self.items if isinstance(item, kind)]

@@ -378,3 +378,66 @@ def test_a_stop_request_reaches_every_rank_at_the_same_step(tmp_path: Path) -> N
         1,
         "stop training",
     )
+
+
+def test_controls_come_back_as_values_on_every_rank(tmp_path: Path) -> None:
+    """Three ranks; rank 2's loss turns NaN at step 33. Rank 0's rules judge the reduced
+    steps; the stop reaches every rank in the same later reduction (run after run, the
+    same step), and the keep_last_stable control only rank 0, which writes the alert
+    once it hands it back."""
+    config = {"aggregate_every": 5, "alerts": {"stop_on": ["nonfinite"]}}
+    for attempt in range(3):  # the same steps however the threads happen to run
+        stopped: dict[int, int] = {}
+        controls: dict[int, list[Any]] = {}
+
+        def body(
+            mon: Monitor,
+            rank: int,
+            stopped: dict[int, int] = stopped,
+            controls: dict[int, list[Any]] = controls,
+        ) -> None:
+            mon.keep_checkpoints(True)  # every rank's loop could keep one
+            taken: list[Any] = controls.setdefault(rank, [])
+            with mon:
+                for step in range(1, 100):
+                    loss = math.nan if (rank == 2 and step == 33) else 1.0
+                    mon.log_step(step, loss=loss)
+                    for control in mon.take_controls():
+                        taken.append(control)
+                        control.alert.action = f"{control.alert.action}; kept nothing"
+                        mon.report(control.alert)  # written now, with what the loop did
+                    if mon.should_stop:
+                        stopped[rank] = step
+                        return
+
+        folder = tmp_path / str(attempt)
+        run_ranks(3, folder, body, config=config)
+        # Reduced at 35: rank 0 sees the NaN and asks; everyone stops at the next one.
+        assert stopped == {0: 40, 1: 40, 2: 40}
+        assert [c.kind for c in controls[0]] == ["keep_last_stable"]
+        assert controls[1] == controls[2] == []
+        (line,) = (folder / "alerts.jsonl").read_text().splitlines()
+        alert = json.loads(line)
+        assert (alert["rule"], alert["step"], alert["rank"]) == ("nonfinite", 33, 2)
+        assert alert["action"] == "stop training; kept nothing"
+
+
+def test_after_a_failed_reduction_a_stop_applies_at_once(tmp_path: Path) -> None:
+    """With no reduction left to carry it, rank 0's stop takes effect on rank 0 alone,
+    at the step that raised it (its verdict is waited for, as in a single process)."""
+    stopped: dict[int, int] = {}
+
+    def body(mon: Monitor, rank: int) -> None:
+        for step in range(1, 40):
+            if rank == 1 and step == 6:
+                return  # dies: the reduction at step 10 fails on rank 0
+            loss = math.nan if (rank == 0 and step == 20) else 1.0
+            mon.log_step(step, loss=loss)
+            if mon.should_stop:
+                stopped[rank] = step
+                break
+        mon.close()
+
+    config = {"aggregate_every": 5, "aggregate_timeout": 0.5, "alerts": {"stop_on": ["nonfinite"]}}
+    run_ranks(2, tmp_path, body, config=config)
+    assert stopped == {0: 20}

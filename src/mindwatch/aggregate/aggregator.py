@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Union
 
@@ -59,6 +59,7 @@ from mindwatch.aggregate.packing import (
 )
 from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
 from mindwatch.common.warn import WarnOnce
+from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.metrics.steps import Logged, Row
 
 __all__ = ["BUDGET", "Aggregator", "ReducedOutput"]
@@ -85,7 +86,9 @@ AUTO_START = 10  # auto interval before anything is measured
 AUTO_MAX = 200  # auto interval cap: the global curve lags at most this many steps
 _TOKENS, _SAMPLES = "_w/tokens", "_w/samples"  # per-rank weights of 'mean' metrics
 _START_CAPACITY_TAGS = 16
-_CLOSE_WAIT = 60.0  # close(): longest wait for the collective thread's last hand-over
+# Longest wait for the collective thread to hand reduced steps over: local work (never a
+# collective: a thread stuck in one is not waited for), so not the aggregate timeout.
+_HANDOVER_WAIT = 60.0
 
 
 @dataclass
@@ -147,6 +150,7 @@ class Aggregator:
         self._rows: list[Any] = []  # Logged steps (Rows without a ``prepare``)
         self._last_flush: Optional[int] = None
         self._round = 0  # reductions issued, the same count on every rank
+        self._handed_over = False  # a reduction's writing may still be under way
         # Room for a typical interval; a rank that needs more says so and all resend.
         self._capacity = needed(_START_CAPACITY_TAGS, min(self.every, 2 * AUTO_START))
         self._cost: Optional[float] = None  # seconds per reduction, smoothed
@@ -171,6 +175,37 @@ class Aggregator:
         """Ask every rank to stop training; they all learn it at the next reduction."""
         self.stop_asked = True
 
+    @classmethod
+    def for_config(
+        cls,
+        collective: Collective,
+        config: MonitorConfig,
+        *,
+        declared: Optional[Mapping[str, ReduceKind]] = None,
+        loss_ranks: Optional[Sequence[int]] = None,
+        prepare: Optional[Callable[[Logged], Row]] = None,
+    ) -> Aggregator:
+        """An aggregator as ``config`` sets it up (interval, timeout, per-rank output,
+        declared reductions, the ranks the loss comes from)."""
+        world = int(collective.world_size)
+        if config.loss_source_rank is not None:
+            loss_ranks = (config.loss_source_rank,)
+        outside = [r for r in loss_ranks or () if not -world <= r < world]
+        if outside:
+            raise ValueError(
+                f"mindwatch: loss_source_rank / loss_ranks {outside} is not a rank of this "
+                f"job of {world} ranks; use 0..{world - 1}, or -1 for the last rank"
+            )
+        reductions = {**config.reductions, **(declared or {})}
+        return cls(
+            collective,
+            ReductionTable(reductions, loss_ranks=loss_ranks),
+            every=config.aggregate_every,
+            timeout=config.aggregate_timeout,
+            prepare=prepare,
+            per_rank=config.per_rank,
+        )
+
     def connect(self, output: ReducedOutput) -> None:
         """Where steps go from now on (the monitor's pipeline, built after the run
         folder was agreed with :meth:`agree_on_text`)."""
@@ -181,7 +216,10 @@ class Aggregator:
         self._rows.append(logged)
 
     def due(self, step: int) -> bool:
-        """Whether :meth:`step_end` at ``step`` reduces (the same answer on every rank)."""
+        """Whether :meth:`step_end` at ``step`` reduces (the same answer on every rank);
+        after a failure every step is written at once (nothing to wait for)."""
+        if not self.reducing:
+            return True
         last = self._last_flush
         if last is None:
             last = 0 if step > 0 else step - 1
@@ -214,7 +252,9 @@ class Aggregator:
         rows = [prepare(row) for row in raw] if prepare is not None else raw
         at = step if step is not None else (rows[-1][0] if rows else -1)
         if not (communicate and self.reducing):
-            self.sync()  # earlier reduced steps first: files stay in step order
+            if self._handed_over:  # earlier reduced steps first: files stay in step order
+                self.sync(_HANDOVER_WAIT)
+                self._handed_over = self.reducing  # nothing more will be, after a failure
             self._write_local_values(rows)
             return
         proposal = self._proposal(rows)
@@ -222,6 +262,7 @@ class Aggregator:
         round_no = self._round
         self._round += 1
         started = time.perf_counter()
+        self._handed_over = True
         try:
             done = self._guard.call(
                 lambda: self._gather(rows, proposal, round_no, flags),
@@ -230,7 +271,8 @@ class Aggregator:
             )
         except AggregationError as exc:
             self._fail(at, str(exc))
-            self.sync()
+            self.sync(_HANDOVER_WAIT)  # earlier reduced steps first
+            self._handed_over = False
             self._write_local_values(rows)
             return
         cost = time.perf_counter() - started
@@ -254,11 +296,11 @@ class Aggregator:
         Every rank that logged a step takes part in the final reduction (even with
         nothing left to send), so the ranks' collectives stay paired. Reduced steps the
         collective thread is still handing over are waited for (up to ``timeout``; by
-        default :data:`_CLOSE_WAIT`): handing over is local work, never a collective.
+        default :data:`_HANDOVER_WAIT`): handing over is local work, never a collective.
         """
         if self._last_flush is not None or self._rows:
             self.flush(communicate=communicate)
-        self.sync(_CLOSE_WAIT if timeout is None else timeout)
+        self.sync(_HANDOVER_WAIT if timeout is None else timeout)
         self._guard.stop()
 
     def agree_on_text(self, text: str) -> str:
@@ -320,6 +362,19 @@ class Aggregator:
         )
         if self._output is not None:
             self._output.failed(step, reason)
+
+    def summary(self) -> dict[str, Any]:
+        """What ``run.json`` says about the reductions (``aggregation``)."""
+        summary: dict[str, Any] = {
+            "reductions": self.reductions,
+            "interval": self.every,
+            # Later steps in the global run are rank 0's own values.
+            "last_reduced_step": self.last_reduced_step,
+        }
+        if self.failure is not None:
+            summary["failed"] = self.failure
+            summary["failed_at_step"] = self.failed_at
+        return summary
 
     # ---------------------------------------------------------------- collective thread
 

@@ -112,3 +112,21 @@ class Alerting:
         self.alert_log.write(alert)
         if self.dispatcher is not None:
             self.dispatcher.submit(alert)
+
+    def summary(self) -> dict[str, Any]:
+        """What ``run.json`` says about the alerts and their notifications."""
+        summary: dict[str, Any] = {"alerts": self.alert_log.count}
+        d = self.dispatcher
+        if d is not None:
+            counts = {"sent": d.sent, "failed": d.failed, "dropped": d.dropped}
+            summary["notifications"] = {**counts, "undelivered": d.undelivered}
+        return summary
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Deliver what is queued, but no longer than one alert's delivery with its
+        retries (capped at 10 s): a hanging endpoint must not hold the end of training."""
+        if self.dispatcher is None:
+            return
+        d = self.settings.delivery
+        budget = min(10.0, d.timeout * (d.retries + 1) + d.backoff * 2**d.retries)
+        self.dispatcher.close(timeout=budget if timeout is None else min(timeout, budget))

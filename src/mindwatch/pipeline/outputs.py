@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any, Optional
 
 from mindwatch.alerts import AlertLog, Control
 from mindwatch.config import MonitorConfig
-from mindwatch.events.writer import EventFileWriter, LogDirError
+from mindwatch.events.writer import EventFileWriter, LogDirError, WriterStats
 from mindwatch.metrics.steps import LocalSteps
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.pipeline.pipeline import Pipeline
@@ -52,6 +53,48 @@ class Outputs:
     run: Optional[RunInfo]
     global_tb: Optional[TensorBoardSink]  # <run>/ (rank 0)
     rank_tb: Optional[TensorBoardSink]  # <run>/rank_<r>/ (or a rank's own run folder)
+
+    def writers(self) -> list[EventFileWriter]:
+        """The event writers: the global run's first, then this rank's own folder
+        (also one opened after a failed reduction)."""
+        tbs = (self.global_tb, self.rank_tb, *self.pipeline.rank.sinks)
+        writers: list[EventFileWriter] = []
+        for tb in tbs:
+            writer = getattr(tb, "writer", None)
+            if isinstance(writer, EventFileWriter) and writer not in writers:
+                writers.append(writer)
+        return writers
+
+    def finish_run(self, status: str, *, error: object = None, **fields: Any) -> None:
+        """Write ``run.json``'s end: ``status``, the error (one line), the files and
+        counters, the alerts and notifications, and ``fields``."""
+        run = self.run
+        if run is None:
+            return
+        if error is not None:
+            # One line: framework errors carry pages of call stacks.
+            text = " ".join(str(error).split())
+            fields["error"] = f"{type(error).__name__}: {text}"[:300]
+        stats = self.stats()
+        alerting = self.pipeline.alerting
+        run.finish(
+            status=status,
+            points_dropped=stats.points_dropped,
+            write_errors=stats.write_errors,
+            event_files=[os.path.relpath(f, run.path.parent) for f in stats.files],
+            **(alerting.summary() if alerting is not None else {"alerts": 0}),
+            **fields,
+        )
+
+    def stats(self) -> WriterStats:
+        """The writers' counters, summed, and the points the pipeline dropped."""
+        writers = [w.stats for w in self.writers()]
+        return WriterStats(
+            records_written=sum(w.records_written for w in writers),
+            points_dropped=sum(w.points_dropped for w in writers) + self.pipeline.points_dropped,
+            write_errors=sum(w.write_errors for w in writers),
+            files=tuple(f for w in writers for f in w.files),
+        )
 
 
 def open_writer(folder: Path, config: MonitorConfig) -> EventFileWriter:

@@ -48,8 +48,8 @@ MAIN, RANK, BOTH = 0, 1, 2  # routes
 # training thread): (RAW, a step as logged: mindwatch.metrics.steps.Logged) |
 # (STEP, route, step, values, wall, samples) | (EVAL, step, values) |
 # (ITEM, route, item) | (ALERT, alert) | (IDS, step, ids) | (SETTING, name, value) |
-# (FAILED, step, reason) | (BARRIER, event) | (STOP, timeout)
-RAW, STEP, EVAL, ITEM, ALERT, IDS, SETTING, FAILED, BARRIER, STOP = range(10)
+# (FAILED, step, reason) | (SINK, route, sink) | (BARRIER, event) | (STOP, timeout)
+RAW, STEP, EVAL, ITEM, ALERT, IDS, SETTING, FAILED, SINK, BARRIER, STOP = range(11)
 
 PERIOD = 0.1  # longest wait before queued records are processed (seconds)
 _HIGH_WATER = 1024  # wake the thread early once this many records wait
@@ -220,6 +220,8 @@ class Pipeline:
             self._setting(entry[1], entry[2])
         elif kind == FAILED:
             self._failed(entry[1], entry[2])
+        elif kind == SINK:
+            (self.main if entry[1] == MAIN else self.rank).add(entry[2])
         elif kind == BARRIER:
             entry[1].set()
 

@@ -21,7 +21,7 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 __all__ = [
     "ALERTS_FILE",
@@ -29,6 +29,7 @@ __all__ = [
     "RUN_FILE",
     "has_event_files",
     "make_run_dir",
+    "new_run_dir",
     "run_dir_name",
 ]
 
@@ -78,3 +79,32 @@ def make_run_dir(
         except FileExistsError:
             n += 1
             candidate = base.with_name(f"{base.name}-{n}")
+
+
+def new_run_dir(
+    root: Union[str, os.PathLike[str]],
+    name: str,
+    hparams: Optional[Mapping[str, object]] = None,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    agree: Optional[Callable[[str], Optional[str]]] = None,
+) -> tuple[Path, bool]:
+    """The new run folder of a job, the same on every rank, and whether this rank had
+    to make one of its own.
+
+    Rank 0 creates it; with ``agree`` (the job's all-gather of rank 0's folder name),
+    the other ranks learn its name from rank 0 (their clocks, and the ``-2`` suffix for
+    a taken name, could differ). Without it, or when the ranks cannot agree (``agree``
+    returns None), rank ``r`` cannot know it and creates ``<date>_<name>_rank<r>``.
+    """
+    if world_size == 1 or (rank == 0 and agree is None):
+        return make_run_dir(root, name, hparams), False
+    if agree is not None:
+        made = str(make_run_dir(root, name, hparams)) if rank == 0 else ""
+        agreed = agree(made)
+        if agreed is not None:
+            return Path(agreed), False
+        if rank == 0:
+            return Path(made), False
+    return make_run_dir(root, f"{name}_rank{rank}", hparams), True
