@@ -15,7 +15,7 @@ from typing import Optional
 
 from mindwatch.alerts import Alert, Control
 from mindwatch.config import DynamicLRSettings
-from mindwatch.rules.builtin import Stateful
+from mindwatch.rules.base import Stateful
 
 __all__ = ["LRController"]
 

@@ -9,6 +9,7 @@ from typing import Any, Optional
 from mindwatch.alerts.model import CAUSES, Alert, severity_rank
 from mindwatch.config import AlertSettings
 from mindwatch.metrics.tags import tag_for
+from mindwatch.rules.base import Rule
 from mindwatch.rules.builtin import (
     DivergenceRule,
     EvalReboundRule,
@@ -16,7 +17,6 @@ from mindwatch.rules.builtin import (
     GradVanishingRule,
     NonFiniteRule,
     PlateauRule,
-    Rule,
     SpikeRule,
     ThroughputDropRule,
 )
