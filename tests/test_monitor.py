@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -312,3 +314,56 @@ def test_model_flops_give_tflops_per_device_and_mfu(tmp_path: Path) -> None:
         "peak_tflops": 100.0,
         "peak_source": "a table",
     }
+
+
+def test_a_stalled_disk_never_makes_log_step_wait(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The training thread only appends: a hung disk makes the pipeline's thread wait
+    (once, up to max_block_secs) and the writer drop, counted in run.json."""
+    import threading
+
+    from mindwatch.events.writer import EventFileWriter
+
+    disk = threading.Event()  # a hung network file system: writes block until set
+    in_write = threading.Event()
+    real_write = EventFileWriter._write_records
+
+    def hung_write(self: EventFileWriter, records: object) -> None:
+        in_write.set()
+        disk.wait(60)
+        real_write(self, records)  # type: ignore[arg-type]
+
+    waiting_threads: set[str] = set()
+    real_wait = threading.Event.wait
+
+    def wait(self: threading.Event, timeout: Optional[float] = None) -> bool:
+        waiting_threads.add(threading.current_thread().name)
+        return real_wait(self, timeout)
+
+    config = {"print_every": 0, "max_queue": 20, "max_block_secs": 0.2, "flush_secs": 0.05}
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        mon = mindwatch.Monitor(tmp_path, config)  # writes the file's header, checking it
+        monkeypatch.setattr(EventFileWriter, "_write_records", hung_write)
+        mon.log_step(1, loss=1.0)
+        assert in_write.wait(30)  # within flush_secs the writer reaches the disk and hangs
+        monkeypatch.setattr(threading.Event, "wait", wait)
+        for step in range(2, 3001):
+            mon.log_step(step, loss=1.0 / step, lr=0.1)
+        monkeypatch.setattr(threading.Event, "wait", real_wait)
+        assert threading.current_thread().name not in waiting_threads
+        disk.set()
+        mon.close()
+    dropped = json.loads((tmp_path / "run.json").read_text())["points_dropped"]
+    assert dropped > 0
+    assert dropped == mon.stats.points_dropped
+    steps = [s for s, _ in scalars(tmp_path)["train/loss"]]
+    assert steps[0] == 1
+    assert steps == sorted(set(steps))  # what was written is in order, nothing twice
+    assert len(steps) < 3000
+    # Dropped at the writer (it waited max_block_secs once) or already in the pipeline's
+    # queue (full while the pipeline's thread waited): each place warns once.
+    drops = [r.getMessage() for r in caplog.records if "dropp" in r.getMessage()]
+    assert drops, caplog.text
+    assert all("max_queue" in message for message in drops), drops
+    assert len(drops) == len(set(drops)), drops

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ import numpy as np
 
 from mindwatch.aggregate import AggregationError, Aggregator, Collective
 from mindwatch.alerts import Alert, Control
+from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events.summaries import (
     hparams_session_end_values,
@@ -63,6 +65,10 @@ from mindwatch.sinks.items import Histogram, Scalars, SessionStart, SummaryValue
 __all__ = ["Monitor"]
 
 log = logging.getLogger(__name__)
+
+# Longest wait (on top of max_block_secs, the writer's own) for the rules' verdict on a
+# step, with alerts.stop_on: normally tens of microseconds.
+_VERDICT_WAIT = 10.0
 
 _FLOAT = frozenset({float})
 
@@ -174,6 +180,9 @@ class Monitor:
         self._steps_per_epoch: Optional[int] = None
         alerts = cfg.alerts
         self._judge_each_step = bool(alerts.enabled and alerts.stop_on)
+        self._verdict_wait = _VERDICT_WAIT + cfg.max_block_secs
+        self._late_verdicts: Optional[threading.Event] = None
+        self._warn = WarnOnce(log)
         if resume_step is not None:
             self.mark_resume(resume_step)
         if cfg.hparams:
@@ -254,8 +263,13 @@ class Monitor:
                 lr = number("lr", lr)
             if grad_norm is not None and type(grad_norm) is not float:
                 grad_norm = number("grad_norm", grad_norm)
-            if scalars and not _FLOAT.issuperset(map(type, scalars.values())):
-                scalars = {key: number(key, value) for key, value in scalars.items()}
+            if scalars:
+                values = tuple(scalars.values())
+                if not _FLOAT.issuperset(map(type, values)):
+                    values = tuple([number(key, value) for key, value in scalars.items()])
+                names = tuple(scalars)
+            else:
+                names = values = ()
             if samples is not None and type(samples) is not float:
                 samples = number("samples", samples)
             if tokens is not None and type(tokens) is not float:
@@ -266,7 +280,8 @@ class Monitor:
                 loss,
                 lr,
                 grad_norm,
-                scalars,
+                names,
+                values,
                 samples,
                 tokens,
                 self._clock.tick(step),
@@ -278,11 +293,11 @@ class Monitor:
             else:
                 queue = self._queue
                 if len(queue) < self._queue_fast:  # the common case: one append
-                    queue.append((pl.RAW, logged))
+                    queue.append(logged)
                 else:
-                    self._pipeline.submit((pl.RAW, logged))  # wakes it, or drops
+                    self._pipeline.submit(logged)  # wakes it, or drops
                 if self._judge_each_step:
-                    self._pipeline.sync()  # alerts.stop_on: the verdict on this very step
+                    self._await_verdicts(step)  # alerts.stop_on: on this very step
             self.last_step = step
             self.steps_logged += 1
         finally:
@@ -299,16 +314,37 @@ class Monitor:
             # Every stop the rules decided on the steps reduced so far rides in this
             # reduction: the same steps on every run, whatever the threads' timing.
             aggregator.sync()
-            self._pipeline.sync()
+            self._await_verdicts(step)
             self._take_pipeline_controls()
         aggregator.step_end(step)
         if judge and not aggregator.reducing:
-            self._pipeline.sync()  # nothing left to carry a stop: judge this step now
+            self._await_verdicts(step)  # nothing left to carry a stop: judge it now
         if aggregator.stop_agreed and self._stop_reason is None:
             self._stop_reason = "alerts.stop_on (agreed by every rank)"
         if aggregator.failure is not None and not self._failure_recorded:
             self._failure_recorded = True
             self.record(**self._aggregation_summary())
+
+    def _await_verdicts(self, step: Optional[int]) -> None:
+        """Wait until the rules have judged every step queued so far, but never stall
+        training: after :data:`_VERDICT_WAIT` (a hung sink, a stalled disk) warn once and
+        go on; no later step waits until the pipeline has caught up with that one."""
+        late = self._late_verdicts
+        if late is not None:
+            if not late.is_set():
+                return
+            self._late_verdicts = None
+        done = self._pipeline.barrier()
+        if not done.wait(self._verdict_wait):
+            self._late_verdicts = done
+            self._warn(
+                "late verdicts",
+                "mindwatch: the anomaly rules had not judged step %s after %.0f s (a slow "
+                "sink or disk); training goes on, and a stop (alerts.stop_on) may take "
+                "effect some steps after the step that raises it",
+                step,
+                self._verdict_wait,
+            )
 
     def _take_pipeline_controls(self) -> None:
         """Controls the rules decided (training thread): a stop goes to every rank
@@ -333,7 +369,7 @@ class Monitor:
         if wait:
             if self._aggregator is not None:
                 self._aggregator.sync()
-            self._pipeline.sync()
+            self._await_verdicts(self.last_step)
         if self._pipeline.controls:
             self._take_pipeline_controls()
         taken, self._controls = self._controls, []

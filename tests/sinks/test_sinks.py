@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -73,3 +75,57 @@ def test_a_failing_sink_in_a_monitor_costs_nothing_else(
     assert memory.of(EvalValues)[0].values == [("eval/loss", 0.5)]
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "finished"
     assert sum("exploding" in r.getMessage() for r in caplog.records) == 1
+
+
+class Hanging:
+    """A sink whose writes hang from the second step on (a stuck network share)."""
+
+    name = "hanging"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def write(self, item: Any) -> None:
+        if isinstance(item, StepValues) and item.step >= 2:
+            self.release.wait(60)
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        return True
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        pass
+
+
+def test_a_hanging_sink_never_stalls_a_loop_that_stops_on_alerts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With alerts.stop_on, log_step waits for the rules' verdict on its step; a sink
+    that hangs bounds that wait once (a warning), not on every step."""
+    monkeypatch.setattr("mindwatch.monitor._VERDICT_WAIT", 0.5)
+    hanging = Hanging()
+    config = {"print_every": 0, "max_block_secs": 0, "alerts": {"stop_on": ["nonfinite"]}}
+    waits: list[float] = []
+    real_wait = threading.Event.wait
+
+    def wait(self: threading.Event, timeout: Optional[float] = None) -> bool:
+        if threading.current_thread() is threading.main_thread():
+            waits.append(timeout if timeout is not None else math.inf)
+        return real_wait(self, timeout)
+
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        mon = mindwatch.Monitor(tmp_path, config)
+        mon.add_sink(hanging)
+        monkeypatch.setattr(threading.Event, "wait", wait)
+        for step in range(1, 201):
+            mon.log_step(step, loss=1.0 / step)
+        monkeypatch.setattr(threading.Event, "wait", real_wait)
+        late = [r.getMessage() for r in caplog.records if "had not judged" in r.getMessage()]
+        hanging.release.set()
+        mon.close()
+    assert len(late) == 1, late
+    assert "step 2 after" in late[0]
+    assert max(waits) == pytest.approx(0.5)  # never an unbounded wait
+    assert len([w for w in waits if w == pytest.approx(0.5)]) == 2  # steps 1 and 2 only
+    assert mon.last_step == 200
+    # Nothing was lost: once the sink came back, every step reached the files.
+    assert [s for s, _ in scalars(tmp_path)["train/loss"]] == list(range(1, 201))

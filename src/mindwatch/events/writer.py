@@ -246,6 +246,11 @@ class EventFileWriter:
         wall_time: Optional[float] = None,
     ) -> None:
         """Log ``(tag, value)`` pairs at ``step`` as one event. Values must be floats."""
+        if type(scalars) is not tuple:
+            # Queued items hold only tuples and numbers, which the garbage collector stops
+            # tracking: a backlog then never swells its old generation (whose full
+            # collections cost tens of milliseconds beside a framework's large heap).
+            scalars = tuple(scalars)
         queue = self._queue
         if len(queue) < self._fast_limit and not self._closed:  # the hot path: one append
             queue.append((_SCALARS, wall_time or time.time(), step, scalars))

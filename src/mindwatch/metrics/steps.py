@@ -10,25 +10,29 @@ data parallelism the aggregator does it before reducing, so each rank derives it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Optional
 
 from mindwatch.metrics.derived import StepRates, Timing, Values, with_perplexity
 from mindwatch.metrics.tags import TAGS, tag_for
 from mindwatch.metrics.values import NonFiniteCounter
 
-__all__ = ["LocalSteps", "Logged", "Row"]
+__all__ = ["LocalSteps", "Logged", "Row", "logged_points"]
 
-# (step, wall time, loss, lr, grad_norm (floats or None), {name: float} of the other
-# values, samples per step, tokens per step, (seconds, steps) since the previous
-# recorded step or None)
+# (step, wall time, loss, lr, grad_norm (floats or None), the names of the other values
+# and those values, samples per step, tokens per step, (seconds, steps) since the
+# previous recorded step or None). Only tuples and numbers, queued as they are: the
+# garbage collector stops tracking such a tuple at its first young collection, so a
+# backlog of them never swells the old generation. (A dict inside, or a tuple around,
+# would keep it tracked; beside a framework's large heap, each full collection that
+# such a backlog triggers costs the training thread tens of milliseconds.)
 Logged = tuple[
     int,
     float,
     Optional[float],
     Optional[float],
     Optional[float],
-    Mapping[str, float],
+    tuple[str, ...],
+    tuple[float, ...],
     Optional[float],
     Optional[float],
     Optional[Timing],
@@ -38,6 +42,12 @@ Logged = tuple[
 Row = tuple[int, float, Values, Optional[float], Optional[float], Any]
 
 _LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
+
+
+def logged_points(logged: Logged) -> int:
+    """How many values the caller logged in this step (what a drop loses)."""
+    _, _, loss, lr, grad_norm, names, _, _, _, _ = logged
+    return (loss is not None) + (lr is not None) + (grad_norm is not None) + len(names)
 
 
 class LocalSteps:
@@ -54,7 +64,7 @@ class LocalSteps:
         self._tags: dict[str, str] = {}
 
     def __call__(self, logged: Logged) -> Row:
-        step, wall, loss, lr, grad_norm, scalars, samples, tokens, timing = logged
+        step, wall, loss, lr, grad_norm, names, scalars, samples, tokens, timing = logged
         values: Values = []
         append = values.append
         if loss is not None:
@@ -63,9 +73,9 @@ class LocalSteps:
             append((_LR, lr))
         if grad_norm is not None:
             append((_GRAD_NORM, grad_norm))
-        if scalars:
+        if names:
             tags = self._tags
-            for key, value in scalars.items():
+            for key, value in zip(names, scalars):
                 tag = tags.get(key)
                 if tag is None:
                     tag = tags[key] = tag_for(key)

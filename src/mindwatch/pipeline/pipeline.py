@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional
 from mindwatch.alerts import Alert, Control
 from mindwatch.common.warn import WarnOnce
 from mindwatch.metrics.derived import Values, with_perplexity
-from mindwatch.metrics.steps import LocalSteps
+from mindwatch.metrics.steps import LocalSteps, logged_points
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.sinks import SinkGroup
 from mindwatch.sinks.items import EvalValues, Item, StepValues
@@ -44,12 +44,16 @@ __all__ = ["MAIN", "RANK", "Pipeline"]
 log = logging.getLogger(__name__)
 
 MAIN, RANK, BOTH = 0, 1, 2  # routes
-# Queue entries are plain tuples, the first element their kind (cheap to build on the
-# training thread): (RAW, a step as logged: mindwatch.metrics.steps.Logged) |
+# Queue entries are plain tuples, cheap to build on the training thread. A step as logged
+# (mindwatch.metrics.steps.Logged, its first element the step, an int) is queued as it
+# is: holding only numbers and tuples, it is untracked by the garbage collector at its
+# first young collection (a wrapping tuple would stay tracked into the old generation;
+# see Logged). Every other entry starts with its kind, a string:
 # (STEP, route, step, values, wall, samples) | (EVAL, step, values) |
 # (ITEM, route, item) | (ALERT, alert) | (IDS, step, ids) | (SETTING, name, value) |
 # (FAILED, step, reason) | (SINK, route, sink) | (BARRIER, event) | (STOP, timeout)
-RAW, STEP, EVAL, ITEM, ALERT, IDS, SETTING, FAILED, SINK, BARRIER, STOP = range(11)
+STEP, EVAL, ITEM, ALERT, IDS = "step", "eval", "item", "alert", "ids"
+SETTING, FAILED, SINK, BARRIER, STOP = "setting", "failed", "sink", "barrier", "stop"
 
 PERIOD = 0.1  # longest wait before queued records are processed (seconds)
 _HIGH_WATER = 1024  # wake the thread early once this many records wait
@@ -133,14 +137,19 @@ class Pipeline:
 
     def sync(self, timeout: Optional[float] = None) -> bool:
         """Wait until everything queued before the call is processed (False on timeout)."""
-        if not self._thread.is_alive():
-            return True
+        return self.barrier().wait(timeout)
+
+    def barrier(self) -> threading.Event:
+        """An event set once everything queued before the call is processed."""
         done = threading.Event()
+        if not self._thread.is_alive():
+            done.set()
+            return done
         self._queue.append((BARRIER, done))
         self._wake.set()
         if not self._thread.is_alive():
             done.set()
-        return done.wait(timeout)
+        return done
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Process what is queued, close the sinks (files complete), end the thread."""
@@ -183,15 +192,16 @@ class Pipeline:
                 try:
                     self._process(entry)
                 except Exception as exc:  # never lose the thread over one record
-                    self._warn_once(f"kind {entry[0]}", f"a record could not be processed: {exc!r}")
+                    kind = "logged step" if type(entry[0]) is int else entry[0]
+                    self._warn_once(f"kind {kind}", f"a record could not be processed: {exc!r}")
                 done += 1
                 if done % _CHUNK == 0:
                     time.sleep(0)  # let the training thread have the GIL between chunks
 
     def _process(self, entry: tuple[Any, ...]) -> None:
         kind = entry[0]
-        if kind == RAW:
-            step, wall, values, samples, _, _ = self.local(entry[1])
+        if type(kind) is int:  # a step as logged
+            step, wall, values, samples, _, _ = self.local(entry)
             self._main_step(step, values, wall, samples)
         elif kind == STEP:
             _, route, step, values, wall, samples = entry
@@ -266,15 +276,19 @@ class Pipeline:
             entry[1].set()
             return
         points = 1
-        if kind == RAW:
-            points = len(entry[1][2]) or 1
+        if type(kind) is int:
+            points = logged_points(entry) or 1
         elif kind in (STEP, EVAL):
             points = len(entry[3] if kind == STEP else entry[2]) or 1
         self.points_dropped += points
+        if self._closed:
+            self._warn_once("closed", "values logged after close() are dropped")
+            return
         self._warn_once(
             "dropped",
-            "the pipeline fell behind (or is closed): records are dropped and counted "
-            "(points_dropped in run.json)",
+            f"logging runs ahead of the background thread (a slow disk or sink): "
+            f"{self._max_queue} steps wait (max_queue), so new ones are dropped and counted "
+            "(points_dropped in run.json) until it catches up; raise max_queue for bursts",
         )
 
     def _warn_once(self, key: str, message: str) -> None:

@@ -23,7 +23,10 @@ log = logging.getLogger(__name__)
 
 class Sink(Protocol):
     """Where items go. ``write`` must not block for long (the event writer's own queue
-    bounds its wait); ``flush``/``close`` wait at most ``timeout`` seconds."""
+    bounds its wait): a sink that hangs holds up the sinks after it and the rules, though
+    never training (with ``alerts.stop_on``, ``log_step`` waits for the rules' verdict a
+    bounded time, then warns once and goes on). ``flush``/``close`` wait at most
+    ``timeout`` seconds."""
 
     name: str
 
