@@ -367,3 +367,29 @@ def test_a_stalled_disk_never_makes_log_step_wait(
     assert drops, caplog.text
     assert all("max_queue" in message for message in drops), drops
     assert len(drops) == len(set(drops)), drops
+
+
+def test_a_queued_step_is_numbers_and_tuples_the_collector_can_untrack(tmp_path: Path) -> None:
+    """docs/dev/architecture.md, "The hot path": a dict or list in a queued record, or a
+    tuple wrapped around it, keeps the collector tracking it, and a backlog of those sets
+    off full collections that cost the training thread tens of milliseconds."""
+    import collections
+    import gc
+
+    def untrackable(value: object) -> bool:
+        if isinstance(value, tuple):
+            return all(untrackable(item) for item in value)
+        return value is None or type(value) in (int, float, str, bool)
+
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
+        queued: collections.deque[tuple[object, ...]] = collections.deque()
+        mon._queue, mon._queue_fast = queued, 1_000  # catch what the pipeline would get
+        for step in range(1, 4):
+            mon.log_step(step, loss=0.5, lr=np.float32(0.1), samples=8, accuracy=1, **{"a/b": 2.0})
+        mon.log_step(4)
+        assert len(queued) == 4
+        assert all(type(entry[0]) is int for entry in queued)  # the step itself: no wrapper
+        assert all(untrackable(entry) for entry in queued), list(queued)
+        gc.collect()
+        gc.collect()
+        assert not any(gc.is_tracked(entry) for entry in queued)

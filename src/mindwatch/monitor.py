@@ -6,7 +6,7 @@
             mon.log_step(step, loss=loss, lr=lr, grad_norm=grad_norm, samples=len(batch))
 
 ``log_step`` runs on the training thread, so it only checks the values, reads the
-clock and appends one tuple to a queue (about 2 us for ten values). Everything else
+clock and appends one tuple to a queue (2-3 us for ten values, warm). Everything else
 happens on the pipeline's thread (:mod:`mindwatch.pipeline`): derived values, the
 TensorBoard files, the console, the rules and their alerts. What the rules decide comes
 back as values: :attr:`should_stop` and :meth:`take_controls`. The MindSpore callback
