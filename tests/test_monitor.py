@@ -393,3 +393,18 @@ def test_a_queued_step_is_numbers_and_tuples_the_collector_can_untrack(tmp_path:
         gc.collect()
         gc.collect()
         assert not any(gc.is_tracked(entry) for entry in queued)
+
+
+def test_logging_after_close_is_counted_not_lost_silently(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = {"print_every": 0, "alerts": {"stop_on": ["nonfinite"]}}  # it waits per step
+    mon = mindwatch.Monitor(tmp_path, config)
+    mon.log_step(1, loss=1.0)
+    mon.close()
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        mon.log_step(2, loss=0.5, lr=0.1)  # no wait for a verdict that cannot come
+        mon.log_step(3, loss=0.25)
+    assert mon.stats.points_dropped == 3
+    assert sum("after close()" in r.getMessage() for r in caplog.records) == 1
+    assert [s for s, _ in scalars(tmp_path)["train/loss"]] == [1]

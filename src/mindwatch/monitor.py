@@ -667,6 +667,7 @@ class Monitor:
             self._pipeline.close(timeout)
             return
         self._closed = True
+        self._queue_fast = 0  # a step logged from now on goes through submit: counted
         lifecycle.unregister(self)
         if self._aggregator is not None:
             self._aggregator.close(communicate=communicate, timeout=timeout)

@@ -142,8 +142,8 @@ class Pipeline:
     def barrier(self) -> threading.Event:
         """An event set once everything queued before the call is processed."""
         done = threading.Event()
-        if not self._thread.is_alive():
-            done.set()
+        if self._closed or not self._thread.is_alive():
+            done.set()  # closing processes everything queued before it, or nothing will
             return done
         self._queue.append((BARRIER, done))
         self._wake.set()
