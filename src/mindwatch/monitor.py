@@ -145,6 +145,10 @@ class Monitor:
                 target, cfg.run_name, named, rank=self.rank, world_size=self.world_size, agree=agree
             )
         self.logdir = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
+        # Under reduction perplexity is exp of the reduced loss, added by the pipeline to
+        # each reduced step (and to this rank's own, from its loss): not a rank's own
+        # value to reduce.
+        self._local.perplexity = cfg.perplexity and self._aggregator is None
         self.total_steps = total_steps if total_steps is not None else cfg.total_steps
         outputs = open_outputs(
             cfg,
@@ -353,10 +357,13 @@ class Monitor:
         for control in self._pipeline.take_controls():
             if control.kind != "stop":
                 self._controls.append(control)
-            elif aggregator is not None and aggregator.reducing:
-                aggregator.request_stop()
-            elif self._stop_reason is None:
+                continue
+            if self._stop_reason is None:
                 self._stop_reason = control.alert.line() if control.alert else "stop"
+            if aggregator is not None and aggregator.reducing:
+                # Every rank stops at the reduction that carries the request; should
+                # that reduction fail, this rank still stops on its own (stop_reason).
+                aggregator.request_stop()
 
     def take_controls(self, *, wait: bool = False) -> list[Control]:
         """What the training loop should do now, besides stopping (see
@@ -428,6 +435,11 @@ class Monitor:
         if self.config.perplexity and "loss" in metrics:
             values.append(("eval/perplexity", perplexity(number("loss", metrics["loss"]))))
         self._pipeline.submit((pl.EVAL, step, values))
+        aggregator = self._aggregator
+        if self._judge_each_step and (aggregator is None or not aggregator.reducing):
+            self._await_verdicts(step)  # alerts.stop_on: should_stop answers right after
+        if self._pipeline_controls:
+            self._take_pipeline_controls()
 
     def log_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
         """Log scalars under exactly the given tags (no namespace added), unreduced.
@@ -568,13 +580,20 @@ class Monitor:
 
     @property
     def alerts(self) -> list[Alert]:
-        """The alerts written so far (complete after :meth:`flush` or :meth:`close`)."""
-        return self._pipeline.alerts
+        """The alerts on the steps logged so far (under reduction: reduced so far)."""
+        self._catch_up()
+        return list(self._pipeline.alerts)
 
     @property
     def nonfinite(self) -> dict[str, int]:
-        """NaN / Inf values logged so far, per tag (complete after flush or close)."""
+        """NaN / Inf values logged so far, per tag (under reduction: reduced so far)."""
+        self._catch_up()
         return self._counter.counts()
+
+    def _catch_up(self) -> None:
+        """Let the pipeline process what was logged so far (a short, bounded wait)."""
+        if not self._closed:
+            self._await_verdicts(self.last_step)
 
     @property
     def should_stop(self) -> bool:
@@ -585,6 +604,9 @@ class Monitor:
         """
         if self._pipeline.controls:
             self._take_pipeline_controls()
+        aggregator = self._aggregator
+        if aggregator is not None and aggregator.reducing:
+            return aggregator.stop_agreed
         return self._stop_reason is not None
 
     @property
@@ -661,6 +683,13 @@ class Monitor:
         self._close(timeout, communicate=False, error=error)
 
     def _close(self, timeout: Optional[float], *, communicate: bool, error: object = None) -> None:
+        # ``timeout`` bounds the whole close (exit and SIGTERM pass one: a hung disk must
+        # not keep a finished job alive), shared by its stages.
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> Optional[float]:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         if self._closed:
             # Closing already (e.g. SIGTERM during the program's own close()): wait for
             # the files like the first caller does, then leave run.json to it.
@@ -670,7 +699,7 @@ class Monitor:
         self._queue_fast = 0  # a step logged from now on goes through submit: counted
         lifecycle.unregister(self)
         if self._aggregator is not None:
-            self._aggregator.close(communicate=communicate, timeout=timeout)
+            self._aggregator.close(communicate=communicate, timeout=left())
         if not self._hparams_written:
             self._write_hparams()
         if self._hparams and self.writes_shared:
@@ -679,14 +708,14 @@ class Monitor:
             self._pipeline.submit((pl.ITEM, pl.MAIN, SummaryValues(self.last_step or 0, end)))
         # Alerts still waiting for the training loop to keep a checkpoint are written
         # as they are: nobody will keep one now.
-        self._pipeline.sync(timeout)
+        self._pipeline.sync(left())
         for control in self.take_controls():
             if control.alert is not None:
                 self.report(control.alert)
-        self._pipeline.close(timeout)
+        self._pipeline.close(left())
         alerting = self._pipeline.alerting
         if alerting is not None:
-            alerting.close(timeout)
+            alerting.close(left())
         self._finish_run(error)
 
     def _finish_run(self, error: object) -> None:

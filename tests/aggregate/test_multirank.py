@@ -441,3 +441,45 @@ def test_after_a_failed_reduction_a_stop_applies_at_once(tmp_path: Path) -> None
     config = {"aggregate_every": 5, "aggregate_timeout": 0.5, "alerts": {"stop_on": ["nonfinite"]}}
     run_ranks(2, tmp_path, body, config=config)
     assert stopped == {0: 20}
+
+
+def test_a_stop_survives_the_failure_of_the_reduction_that_was_to_carry_it(
+    tmp_path: Path,
+) -> None:
+    """NaN at step 3, judged on the reduction of step 4, asks for a stop in the reduction
+    of step 6; rank 1 dies before it, so that reduction fails: rank 0 stops on its own
+    right after it."""
+    stopped: dict[int, int] = {}
+
+    def body(mon: Monitor, rank: int) -> None:
+        for step in range(1, 40):
+            if rank == 1 and step == 5:
+                return  # dies before the reduction at step 6
+            mon.log_step(step, loss=math.nan if (rank == 0 and step == 3) else 1.0)
+            if mon.should_stop:
+                stopped[rank] = step
+                break
+        mon.close()
+
+    config = {"aggregate_every": 2, "aggregate_timeout": 0.5, "alerts": {"stop_on": ["nonfinite"]}}
+    run_ranks(2, tmp_path, body, config=config)
+    assert stopped == {0: 6}
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["aggregation"]["failed_at_step"] == 6
+    assert info["last_step"] == 6
+
+
+def test_perplexity_of_reduced_steps_is_exp_of_the_reduced_loss_once(tmp_path: Path) -> None:
+    def body(mon: Monitor, rank: int) -> None:
+        for step in range(1, 11):
+            mon.log_step(step, loss=1.0 + rank)  # rank 0: 1.0, rank 1: 2.0 -> mean 1.5
+        mon.close()
+
+    config = {"aggregate_every": 5, "perplexity": True, "per_rank": True}
+    run_ranks(2, tmp_path, body, config=config)
+    read = scalars(tmp_path)
+    assert read["train/perplexity"] == [(s, pytest.approx(math.exp(1.5))) for s in range(1, 11)]
+    assert not [tag for tag in read if "perplexity" in tag and tag != "train/perplexity"]
+    for rank in (0, 1):  # each rank's own folder: its own loss's perplexity, once per step
+        own = scalars(tmp_path / f"rank_{rank}")["train/perplexity"]
+        assert own == [(s, pytest.approx(math.exp(1.0 + rank))) for s in range(1, 11)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import mindspore as ms
 import numpy as np
@@ -196,13 +196,35 @@ def test_stop_on_ends_model_train_at_the_alert_step(tmp_path: Path) -> None:
     assert (info["status"], info["last_step"]) == ("finished", 60)  # stopped cleanly there
 
 
-def test_the_last_stable_checkpoint_survives_rotation(tmp_path: Path) -> None:
-    """NaN at step 55 with checkpoints every 10 steps, 2 kept: the step-50 checkpoint is
-    linked as last stable and outlives the rotation that removes the original."""
+class Keep(NamedTuple):
+    steps: int  # of training
+    nan_at: int
+    every: int  # checkpoint every this many steps
+    keep: int  # keep_checkpoint_max
+    collect: int  # collect_freq
+    kept_step: int  # the checkpoint expected as last stable
+    rotated: bool  # its original was rotated away by the end
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # NaN at 55, checkpoints every 10 steps, 2 kept: step 50's outlives rotation.
+        pytest.param(Keep(120, 55, 10, 2, 1, 50, True), id="rotation"),
+        # Values read every 10th step only; checkpoints every 7 steps, 1 kept: step 56
+        # saves (and removes step 49's) on a step nothing is read on.
+        pytest.param(Keep(70, 50, 7, 1, 10, 49, True), id="collect_freq"),
+        # NaN on the very last step: judged at train end, before ModelCheckpoint's.
+        pytest.param(Keep(58, 58, 10, 2, 1, 50, False), id="last step"),
+    ],
+)
+def test_the_last_stable_checkpoint_survives_rotation(tmp_path: Path, case: Keep) -> None:
+    """The newest checkpoint saved before a NaN is linked as last stable and outlives
+    the rotation that removes the original."""
     from mindspore.train import CheckpointConfig, ModelCheckpoint
 
     def plant(step: int, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (np.full_like(x, np.nan) if step == 55 else x), y
+        return (np.full_like(x, np.nan) if step == case.nan_at else x), y
 
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(0)
@@ -210,25 +232,27 @@ def test_the_last_stable_checkpoint_survives_rotation(tmp_path: Path) -> None:
     cell = TrainOneStepWithGradNormCell(
         nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.02)
     )
-    source = Source(120, plant, delay=lambda step: 0.0)
+    source = Source(case.steps, plant, delay=lambda step: 0.0)
     data = ms.dataset.GeneratorDataset(source, ["x", "y"], shuffle=False).batch(BATCH)
     ckpt_dir = tmp_path / "ckpt"
     checkpoints = ModelCheckpoint(
         prefix="net",
         directory=str(ckpt_dir),
-        config=CheckpointConfig(save_checkpoint_steps=10, keep_checkpoint_max=2),
+        config=CheckpointConfig(save_checkpoint_steps=case.every, keep_checkpoint_max=case.keep),
     )
-    monitor = TrainingMonitor(logdir=tmp_path / "run", config={"print_every": 0})
+    config = {"print_every": 0, "collect_freq": case.collect}
+    monitor = TrainingMonitor(logdir=tmp_path / "run", config=config)
     Model(cell).train(1, data, callbacks=[monitor, checkpoints], dataset_sink_mode=False)
-    kept = ckpt_dir / "last_stable-net-1_50.ckpt"
-    assert kept.exists()
-    assert not (ckpt_dir / "net-1_50.ckpt").exists()  # the original was rotated away
+    kept = ckpt_dir / f"last_stable-net-1_{case.kept_step}.ckpt"
+    assert kept.exists(), sorted(p.name for p in ckpt_dir.iterdir())
+    assert (ckpt_dir / f"net-1_{case.kept_step}.ckpt").exists() is not case.rotated
     assert ms.load_checkpoint(str(kept))  # a loadable checkpoint
     info = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert info["last_stable"] == {"path": str(kept), "step": 50, "alert": "nonfinite", "at": 55}
+    expected = {"path": str(kept), "step": case.kept_step, "alert": "nonfinite", "at": case.nan_at}
+    assert info["last_stable"] == expected
     first = json.loads((tmp_path / "run" / "alerts.jsonl").read_text().splitlines()[0])
     assert first["last_stable"] == str(kept)
-    assert first["action"] == "kept last_stable-net-1_50.ckpt as last stable"
+    assert first["action"] == f"kept last_stable-net-1_{case.kept_step}.ckpt as last stable"
 
 
 @pytest.mark.parametrize("form", ["parameter", "schedule"])

@@ -121,14 +121,14 @@ class MonitorConfig(BaseModel):
         default=100_000,
         ge=1,
         description="Steps that may wait for the background thread, and items for the "
-        "writer (bounds memory). The training thread never waits: when the steps' queue is "
-        "full, new steps are dropped and counted (points_dropped in run.json).",
+        "writer (bounds memory). When full, the caller waits up to max_block_secs for room.",
     )
     max_block_secs: float = Field(
         default=1.0,
         ge=0,
-        description="Longest time a full writer queue may make the background thread wait "
-        "for the disk; after that, new points are dropped (and counted) until it catches up.",
+        description="Longest time a full queue may make the training thread (or, for the "
+        "writer's, the background thread) wait for room; after that, new points are dropped "
+        "(and counted) until it catches up.",
     )
     print_every: int = Field(
         default=10,

@@ -101,6 +101,17 @@ class LoopActions:
         if run_context is not None and monitor.should_stop:
             run_context.request_stop()  # alerts.stop_on: Model.train ends after this step
 
+    def finish(self, monitor: Monitor) -> None:
+        """At train end: wait for the verdicts on every step and keep what they ask
+        for; then the monitor (which may outlive this run: one passed in) no longer
+        holds alerts back for a checkpoint nobody will keep."""
+        for control in monitor.take_controls(wait=True):
+            if control.kind == "keep_last_stable" and control.alert is not None:
+                self._keep_last_stable(control, monitor)
+        if self.keeper is not None and self.keeper.checkpointers:
+            monitor.keep_checkpoints(False)
+        self.keeper = None
+
     def _keep_last_stable(self, control: Control, monitor: Monitor) -> None:
         alert: Alert = control.alert  # type: ignore[assignment]
         keeper = self.keeper

@@ -373,6 +373,10 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             )
         if self.config.collect_freq > 1 and not self._collect(step):
             self._maybe_evaluate(step)  # collect_freq: nothing is read on this step
+            # ... but a checkpoint may be saved (and an old one rotated away) on it.
+            self._guarded(
+                "controls", lambda: self._actions.apply_controls(self.monitor, run_context, cb)
+            )
             self._last_end = time.perf_counter()
             return
         values = self._guarded("loss", lambda: unpack_outputs(cb.get("net_outputs"), self._layout))
@@ -464,8 +468,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         return cb.get("train_network") is not None and cb.get("train_dataset") is not None
 
     def on_train_end(self, run_context: Any) -> None:
-        # Controls that arrived with the last steps first (a last-stable checkpoint).
-        self._guarded("controls", lambda: self._actions.apply_controls(self.monitor))
+        # The verdicts on the last steps first, while their checkpoints exist (this
+        # callback runs before ModelCheckpoint's own end): a last-stable checkpoint.
+        self._guarded("controls", lambda: self._actions.finish(self.monitor))
         # Our own monitor is closed (files complete, run.json finished); one the caller
         # passed in stays open for them to keep logging to, and is only flushed.
         if self._owns_monitor:

@@ -67,6 +67,7 @@ class Alerting:
         self.steps_per_epoch: Optional[int] = None  # for an alert's batch index
         self.keeps_checkpoints = False  # the training loop can keep a last stable one
         self._sample_ids: OrderedDict[int, list[Any]] = OrderedDict()
+        self._stopping = False  # a stop was asked for (its warning is logged once)
 
     def note_sample_ids(self, step: int, ids: list[Any]) -> None:
         """The sample ids of ``step``'s batch, for an alert at that step."""
@@ -97,7 +98,9 @@ class Alerting:
         acting = alert.severity != "info"
         if acting and alert.rule in self.settings.stop_on:
             alert.action = "stop training"
-            log.warning("mindwatch: stopping training (alerts.stop_on): %s", alert.line())
+            if not self._stopping:  # later ones are alerts of their own, not news
+                self._stopping = True
+                log.warning("mindwatch: stopping training (alerts.stop_on): %s", alert.line())
             self._control(Control("stop", alert.step, alert))
         if acting and self.keeps_checkpoints and alert.rule in self.settings.last_stable_on:
             # Written when the loop reports it back, naming the checkpoint it kept.

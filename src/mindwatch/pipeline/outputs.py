@@ -191,9 +191,7 @@ def open_outputs(
         except LogDirError as exc:
             log.warning("mindwatch: rank %d cannot write its own values: %s", rank, exc)
             return None
-        group = SinkGroup([TensorBoardSink(writer, name="TensorBoard rank")])
-        pipeline.main = group  # shared values too, from now on
-        return group
+        return SinkGroup([TensorBoardSink(writer, name="TensorBoard rank")])
 
     pipeline = Pipeline(
         main=SinkGroup(main),
@@ -203,6 +201,7 @@ def open_outputs(
         alerting=alerting,
         open_rank_folder=open_rank_folder if reduced and rank != 0 and rank_tb is None else None,
         max_queue=cfg.max_queue,
+        max_block_secs=cfg.max_block_secs,
         controls=controls,
     )
     return Outputs(pipeline, run, global_tb, rank_tb)

@@ -18,8 +18,10 @@ The thread wakes every ``period`` seconds (a tenth of a second at most), when th
 passes a high-water mark, or when asked (:meth:`sync`, :meth:`close`), and then takes
 everything queued, so a tight training loop pays one append per record and the
 background work is batched. A record that fails is a warning, once, and never stops the
-thread. A queue that stays full (the sinks far slower than the training) drops records
-and counts their points instead of growing without bound or making training wait.
+thread. When ``max_queue`` records wait (a burst, or sinks far slower than training), a
+producer of data waits for room, at most ``max_block_secs`` in all; then, until the
+thread catches up, new data is dropped and counted at once. Records that are not data
+(settings, alerts, purge markers, sinks) are never dropped.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from mindwatch.metrics.derived import Values, with_perplexity
 from mindwatch.metrics.steps import LocalSteps, logged_points
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.sinks import SinkGroup
-from mindwatch.sinks.items import EvalValues, Item, StepValues
+from mindwatch.sinks.items import EvalValues, Histogram, Item, Scalars, StepValues
 
 __all__ = ["MAIN", "RANK", "Pipeline"]
 
@@ -62,6 +64,14 @@ _HIGH_WATER = 1024  # wake the thread early once this many records wait
 _CHUNK = 64
 
 
+def _is_data(entry: tuple[Any, ...]) -> bool:
+    """Whether a record carries values (and may wait for room, or be dropped)."""
+    kind = entry[0]
+    if type(kind) is int or kind in {STEP, EVAL}:
+        return True
+    return kind == ITEM and isinstance(entry[2], (Histogram, Scalars))
+
+
 class Pipeline:
     """Take records through derivation to the sinks and the rules, on one thread.
 
@@ -75,7 +85,9 @@ class Pipeline:
         alerting: the rules, on ``main``'s steps (None: no rules here).
         open_rank_folder: the sinks of this rank's own folder, opened when a reduction
             fails on a rank that had none (its values are not lost), or None.
-        max_queue: records that may wait; more are dropped and counted.
+        max_queue: records that may wait; a producer of more waits for room, then
+            they are dropped and counted.
+        max_block_secs: the longest a producer waits for room before data is dropped.
         controls: the queue the alerting puts its controls in.
     """
 
@@ -89,6 +101,7 @@ class Pipeline:
         alerting: Optional[Alerting] = None,
         open_rank_folder: Optional[Callable[[], Optional[SinkGroup]]] = None,
         max_queue: int = 100_000,
+        max_block_secs: float = 1.0,
         period: float = PERIOD,
         controls: Optional[deque[Control]] = None,
     ) -> None:
@@ -99,6 +112,12 @@ class Pipeline:
         self.alerting = alerting
         self._open_rank_folder = open_rank_folder
         self._max_queue = max_queue
+        self._max_block_secs = max_block_secs
+        self._wake_at = max(1, min(_HIGH_WATER, max_queue // 2))
+        self._room_at = max(1, max_queue // 2)  # producers waiting go on below this
+        self._room = threading.Event()
+        self._blocked = False  # a producer waits for room
+        self._stalled = False  # a wait for room timed out: drop until caught up
         self._period = period
         # Decisions for the training loop (the alerting appends, the loop takes them).
         self.controls: deque[Control] = controls if controls is not None else deque()
@@ -113,19 +132,40 @@ class Pipeline:
     # ------------------------------------------------------------ any producer thread
 
     def submit(self, entry: tuple[Any, ...]) -> None:
-        """Queue one record (an atomic append; the caller never waits)."""
+        """Queue one record; when the queue is full, data waits for room (bounded)."""
         queue = self._queue
-        if len(queue) >= self._max_queue or self._closed:
+        if self._closed:
+            self._drop(entry)
+            return
+        if len(queue) >= self._max_queue and _is_data(entry) and not self._wait_for_room():
             self._drop(entry)
             return
         queue.append(entry)
-        if len(queue) > _HIGH_WATER:
+        if len(queue) >= self._wake_at:
             self._wake.set()
 
     def queue_for_producers(self) -> tuple[deque[tuple[Any, ...]], int]:
         """The queue and the length below which a producer may append to it directly
-        (no wake-up is due, nothing is dropped); at or above it, call :meth:`submit`."""
-        return self._queue, min(_HIGH_WATER, self._max_queue)
+        (no wake-up is due, nothing waits or is dropped); at or above it, :meth:`submit`."""
+        return self._queue, self._wake_at
+
+    def _wait_for_room(self) -> bool:
+        """Wait (at most max_block_secs) until the queue has room; False if it has none."""
+        if self._stalled or not self._thread.is_alive():
+            return False
+        if self._thread is threading.current_thread():
+            return True  # a sink logging from the pipeline's thread: never wait for itself
+        deadline = time.monotonic() + self._max_block_secs
+        while len(self._queue) >= self._max_queue and not self._closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._stalled = True  # drop without waiting until the thread catches up
+                return False
+            self._room.clear()
+            self._blocked = True
+            self._wake.set()
+            self._room.wait(remaining)
+        return not self._closed
 
     def step(self, route: int, step: int, values: Values, wall: float, samples: Any) -> None:
         """A derived (and, for ``MAIN``, reduced) step, e.g. from the aggregator."""
@@ -142,8 +182,11 @@ class Pipeline:
     def barrier(self) -> threading.Event:
         """An event set once everything queued before the call is processed."""
         done = threading.Event()
-        if self._closed or not self._thread.is_alive():
-            done.set()  # closing processes everything queued before it, or nothing will
+        thread = self._thread
+        if self._closed or not thread.is_alive() or thread is threading.current_thread():
+            # Closing processes everything queued before it, or nothing will; and the
+            # pipeline's own thread (a sink asking) cannot wait for itself.
+            done.set()
             return done
         self._queue.append((BARRIER, done))
         self._wake.set()
@@ -156,9 +199,10 @@ class Pipeline:
         if self._closed:
             self._thread.join(timeout)
             return
-        self._queue.append((STOP, timeout))
         self._closed = True  # later records are dropped (and counted)
+        self._queue.append((STOP, timeout))
         self._wake.set()
+        self._room.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout)
         if self._thread.is_alive():  # a sink hangs (a hung disk): close what we can
@@ -168,13 +212,20 @@ class Pipeline:
                 timeout,
                 len(self._queue),
             )
-            for group in (self.main, self.rank):
+            for group in self._groups():
                 group.close(timeout)
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Process what is queued, then flush the sinks (event files in the OS)."""
         ok = self.sync(timeout)
-        return self.main.flush(timeout) and self.rank.flush(timeout) and ok
+        for group in self._groups():
+            ok = group.flush(timeout) and ok
+        return ok
+
+    def _groups(self) -> tuple[SinkGroup, ...]:
+        """The sink groups, each once (after a failed reduction a rank's own folder is
+        both: its values and the shared ones)."""
+        return (self.main,) if self.rank is self.main else (self.main, self.rank)
 
     # ------------------------------------------------------------ the pipeline's thread
 
@@ -188,6 +239,8 @@ class Pipeline:
                 entry = queue.popleft()
                 if entry[0] == STOP:
                     self._finish(entry[1])
+                    while queue:  # raced with close(): counted, and no barrier waits
+                        self._drop(queue.popleft())
                     return
                 try:
                     self._process(entry)
@@ -196,7 +249,14 @@ class Pipeline:
                     self._warn_once(f"kind {kind}", f"a record could not be processed: {exc!r}")
                 done += 1
                 if done % _CHUNK == 0:
+                    if self._blocked and len(queue) < self._room_at:
+                        self._blocked = False
+                        self._room.set()
                     time.sleep(0)  # let the training thread have the GIL between chunks
+            self._stalled = False  # caught up: producers may wait for room again
+            if self._blocked:
+                self._blocked = False
+                self._room.set()
 
     def _process(self, entry: tuple[Any, ...]) -> None:
         kind = entry[0]
@@ -243,7 +303,7 @@ class Pipeline:
     def _write(self, route: int, item: Item) -> None:
         if route in (MAIN, BOTH):
             self.main.write(item)
-        if route in (RANK, BOTH) and self.rank:
+        if (route == RANK or (route == BOTH and self.rank is not self.main)) and self.rank:
             self.rank.write(item)
 
     def _setting(self, name: str, value: Any) -> None:
@@ -263,11 +323,10 @@ class Pipeline:
             return
         opened = self._open_rank_folder()
         if opened is not None:
-            for sink in opened.sinks:
-                self.rank.add(sink)
+            self.rank = self.main = opened  # its values, and the shared ones from now on
 
     def _finish(self, timeout: Optional[float]) -> None:
-        for group in (self.main, self.rank):
+        for group in self._groups():
             group.close(timeout)
 
     def _drop(self, entry: tuple[Any, ...]) -> None:
