@@ -334,6 +334,8 @@ class Pipeline:
         if kind == BARRIER:
             entry[1].set()
             return
+        if not _is_data(entry):
+            return  # a setting or an alert for a closed pipeline: nothing left to do
         points = 1
         if type(kind) is int:
             points = logged_points(entry) or 1
