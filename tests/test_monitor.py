@@ -436,7 +436,7 @@ def test_a_burst_beyond_max_queue_waits_for_room_and_loses_nothing(tmp_path: Pat
     (back-pressure), and every step reaches the file."""
     with Monitor(tmp_path, {"print_every": 0, "max_queue": 50}) as mon:
         for step in range(1, 5001):
-            mon.log_step(step, loss=1.0 / step, lr=0.1, **{"a": 1.0, "b": 2.0})
+            mon.log_step(step, loss=1.0 / step, lr=0.1, a=1.0, b=2.0)
     assert mon.stats.points_dropped == 0
     assert [s for s, _ in scalars(tmp_path)["train/loss"]] == list(range(1, 5001))
     assert json.loads((tmp_path / "run.json").read_text())["points_dropped"] == 0
