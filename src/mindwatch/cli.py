@@ -218,6 +218,13 @@ def report_command(*, logdir: Path, out: Path, formats: tuple[str, ...]) -> None
             "(TensorBoard event files are named *tfevents*)"
         )
     runs = summarize(frame, logdir)
+    for run in runs:
+        if run.facts.get("mixed_runs"):
+            click.echo(
+                f"warning: {run.name}: {run.facts['mixed_runs']}; its numbers mix them "
+                "(mindwatch doctor shows how to split the folder)",
+                err=True,
+            )
     try:
         written = write_report(runs, logdir, out, formats)
     except OSError as exc:
@@ -240,7 +247,8 @@ def report_command(*, logdir: Path, out: Path, formats: tuple[str, ...]) -> None
     "--state",
     "state_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="State file (offsets, rule state) [default: LOGDIR/.mindwatch-watch.json].",
+    help="State file (offsets, rule state) [default: one per LOGDIR under "
+    "$XDG_STATE_HOME/mindwatch/watch/, i.e. ~/.local/state/...].",
 )
 @click.option(
     "--config",
@@ -270,7 +278,7 @@ def watch_command(
     Exit status: 0 no new alerts, 1 new alerts, 2 error.
     """
     from mindwatch.config import AlertSettings, ConfigError, MonitorConfig
-    from mindwatch.tools.watch import STATE_FILE, Watcher, watch
+    from mindwatch.tools.watch import Watcher, default_state_path, watch
 
     root = _logdir(logdir)
     try:
@@ -281,7 +289,12 @@ def watch_command(
         stall = settings.stall.model_copy(update={"seconds": stall_secs})
         settings = settings.model_copy(update={"stall": stall})
     try:
-        watcher = Watcher(root, settings, state_path=state_path or root / STATE_FILE)
+        watcher = Watcher(
+            root,
+            settings,
+            state_path=state_path or default_state_path(root),
+            on_notice=lambda text: click.echo(text, err=True),
+        )
     except ValueError as exc:
         raise InputError(str(exc)) from exc
 

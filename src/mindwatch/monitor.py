@@ -47,7 +47,7 @@ from mindwatch.events.summaries import (
     import_histogram_support,
     import_text_support,
 )
-from mindwatch.events.writer import EventFileWriter, PathLike, WriterStats
+from mindwatch.events.writer import EventFileWriter, LogDirError, PathLike, WriterStats
 from mindwatch.metrics.derived import StepRates, perplexity
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.steps import LocalSteps
@@ -57,6 +57,7 @@ from mindwatch.metrics.values import INT64, NonFiniteCounter, number, step_numbe
 from mindwatch.pipeline import pipeline as pl
 from mindwatch.pipeline.outputs import config_markdown, open_outputs
 from mindwatch.run import lifecycle
+from mindwatch.run.claim import claim_run_dir, link_runs
 from mindwatch.run.layout import new_run_dir
 from mindwatch.run.ranks import env_rank_and_world
 from mindwatch.sinks import Sink
@@ -89,6 +90,12 @@ class Monitor:
         run_info: extra fields for ``run.json`` (e.g. the framework's settings).
         resume_step: this attempt resumes training at this step (the first step it will
             log) in a folder an earlier attempt wrote: see :meth:`mark_resume`.
+        resume: whether this process continues the run already in ``logdir``. By default
+            only with ``resume_step``: a folder holding a run another process wrote is
+            otherwise left as it is, and this run writes to ``<logdir>-2`` next to it
+            (logged; both ``run.json`` files record it), so two runs never mix in one
+            folder (:mod:`mindwatch.run.claim`). ``True`` continues it without a purge
+            marker (the steps go on after the earlier ones).
         collective: the framework's all-gather (see :class:`mindwatch.aggregate.Collective`)
             for reducing metrics across ranks; every rank must then create its Monitor
             and log the same steps.
@@ -107,6 +114,7 @@ class Monitor:
         rank: Optional[int] = None,
         run_info: Optional[Mapping[str, Any]] = None,
         resume_step: Optional[int] = None,
+        resume: Optional[bool] = None,
         collective: Optional[Collective] = None,
         reductions: Optional[Mapping[str, ReduceKind]] = None,
         loss_ranks: Optional[Sequence[int]] = None,
@@ -138,12 +146,36 @@ class Monitor:
             self._aggregator = Aggregator.for_config(
                 collective, cfg, declared=reductions, loss_ranks=loss_ranks, prepare=self._local
             )
+        agree = self._agree_on_run_dir if self._aggregator is not None else None
+        previous: Optional[Path] = None
         if cfg.run_name:
-            agree = self._agree_on_run_dir if self._aggregator is not None else None
             named = {key: cfg.hparams[key] for key in cfg.name_hparams}
             target, self._own_run_folder = new_run_dir(
                 target, cfg.run_name, named, rank=self.rank, world_size=self.world_size, agree=agree
             )
+        else:
+            folder = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
+            try:
+                claim = claim_run_dir(
+                    folder,
+                    resume=resume if resume is not None else resume_step is not None,
+                    rank=self.rank,
+                    world_size=self.world_size,
+                    agree=agree,
+                )
+            except OSError as exc:
+                raise LogDirError(
+                    f"log folder '{folder}' holds an earlier run and no new folder could be "
+                    f"made next to it ({exc}). Pass another logdir, or resume_step=N to "
+                    "continue that run."
+                ) from exc
+            target, self._own_run_folder, previous = (
+                claim.folder,
+                claim.own_run_folder,
+                claim.previous,
+            )
+            if previous is not None:
+                run_info = {**(run_info or {}), "previous_run": str(previous)}
         self.logdir = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
         # Under reduction perplexity is exp of the reduced loss, added by the pipeline to
         # each reduced step (and to this rank's own, from its loss): not a rank's own
@@ -166,6 +198,8 @@ class Monitor:
         self._pipeline_controls = self._pipeline.controls
         self._run = outputs.run
         self._outputs = outputs
+        if previous is not None and self._run is not None and self.rank == 0:
+            link_runs(previous, self.logdir)
         if self._aggregator is not None:
             self._aggregator.connect(self._pipeline)
         self._clock = StepClock()

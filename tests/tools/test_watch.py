@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 
 import mindwatch
 from mindwatch.cli import main
+from mindwatch.tools.watch import STATE_FILE, default_state_path
 
 WRITER = textwrap.dedent(
     """
@@ -95,8 +97,58 @@ def test_runs_appearing_later_and_bad_input(tmp_path: Path) -> None:
     assert (code, [(a["rule"], a["run"]) for a in alerts]) == (1, [("nonfinite", "late")])
     missing = CliRunner().invoke(main, ["watch", str(tmp_path / "nope"), "--once"])
     assert missing.exit_code == 2
-    state = tmp_path / "runs" / ".mindwatch-watch.json"
+    state = default_state_path(tmp_path / "runs")
     state.write_text("{not json")
     broken = CliRunner().invoke(main, ["watch", str(tmp_path / "runs"), "--once"])
     assert broken.exit_code == 2
     assert "cannot read the watch state" in broken.output
+
+
+def test_state_is_kept_outside_the_watched_folder(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path / "runs" / "a", {"print_every": 0}) as mon:
+        mon.log_step(1, loss=math.inf)
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "runs").rglob("*"))
+    assert watch(str(tmp_path / "runs"))[0] == 1
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "runs").rglob("*")) == before
+    state = default_state_path(tmp_path / "runs")
+    assert state.is_file()
+    assert state.is_relative_to(Path(os.environ["XDG_STATE_HOME"]))
+    assert default_state_path(tmp_path / "other") != state
+    assert watch(str(tmp_path / "runs")) == (0, [])  # the state is found again
+
+
+def test_an_older_versions_state_in_the_folder_is_read_not_written(tmp_path: Path) -> None:
+    with mindwatch.Monitor(tmp_path / "runs" / "a", {"print_every": 0}) as mon:
+        mon.log_step(1, loss=math.inf)
+    assert watch(str(tmp_path / "runs"))[0] == 1
+    legacy = tmp_path / "runs" / STATE_FILE
+    default_state_path(tmp_path / "runs").rename(legacy)
+    assert watch(str(tmp_path / "runs")) == (0, [])  # nothing reported twice
+    assert default_state_path(tmp_path / "runs").is_file()
+
+
+def _tbx_run(folder: Path, losses: list[float]) -> None:
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    for step, loss in enumerate(losses, start=1):
+        writer.add_scalar("train/loss", loss, step)
+    writer.close()
+    time.sleep(1.05)  # tensorboardX names files by the second: one file per run
+
+
+def test_a_folder_mixing_runs_is_said_and_only_its_newest_run_judged(tmp_path: Path) -> None:
+    folder = tmp_path / "runs" / "exp"
+    falling = [2.0 / (1 + s / 20) for s in range(200)]
+    _tbx_run(folder, falling)
+    _tbx_run(folder, falling)  # the same script run again into the same folder
+    result = CliRunner().invoke(main, ["watch", str(tmp_path / "runs"), "--once", "--json"])
+    assert "2 runs mixed in one folder: steps 1-200 (1 file), steps 1-200 (1 file)" in (
+        result.output
+    )
+    assert "mkdir" in result.output  # how to split it
+    assert result.exit_code == 0  # one healthy run, then another: no divergence, no spike
+    _tbx_run(folder, falling[:100])  # a third run appears while watching
+    result = CliRunner().invoke(main, ["watch", str(tmp_path / "runs"), "--once", "--json"])
+    assert "3 runs mixed in one folder" in result.output
+    assert result.exit_code == 0

@@ -61,7 +61,7 @@ from mindspore.train import Callback
 
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig
-from mindwatch.events.writer import PathLike
+from mindwatch.events.writer import LogDirError, PathLike
 from mindwatch.metrics.system import host_peak_rss_mb
 from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.actions import LoopActions
@@ -77,6 +77,7 @@ from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
 from mindwatch.mindspore.outputs import OutputLayout, output_layout, unpack_outputs
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
+from mindwatch.run.claim import earlier_run
 from mindwatch.run.lifecycle import EXIT_TIMEOUT_SECS
 
 __all__ = ["TensorBoard", "TrainingMonitor"]
@@ -149,10 +150,15 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._owns_monitor = monitor is None
         self.rank, self.world_size = rank_and_world_size()
         self._base_logdir = logdir if logdir is not None else self.config.logdir
-        self.monitor = monitor if monitor is not None else self._new_monitor()
+        # When the folder already holds a run, whether this one resumes it is only known
+        # when training starts (its first step): the Monitor is opened then.
+        self._monitor: Optional[Monitor] = monitor
+        if monitor is None and not self._folder_has_earlier_run():
+            self._monitor = self._new_monitor()
         self.eval_dataset = eval_dataset
         self.eval_every = eval_every
         self._lr: Optional[LearningRateReader] = None
+        self._optimizer: Any = None
         self._layout = OutputLayout()
         self._lr_from_outputs = False
         self._step_begin: Optional[float] = None
@@ -172,11 +178,50 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._device_memory = False
         self._actions = LoopActions(self.config, self.rank)
 
-    def _new_monitor(self, folder: Optional[Path] = None) -> Monitor:
-        """The callback's own Monitor; ``folder``: reopen that run folder (no new name)."""
+    def _folder_has_earlier_run(self) -> bool:
+        """Whether the run folder holds a run another process wrote (then this one resumes
+        it, or goes to a new folder next to it: :mod:`mindwatch.run.claim`). Checks now
+        that the folder could be written, so a wrong path still fails before training."""
+        base = self._base_logdir
+        if base is None or self.config.run_name:
+            return False
+        folder = Path(os.path.abspath(os.path.expanduser(os.fspath(base))))
+        if earlier_run(folder, rank=self.rank) is None:
+            return False
+        if not os.access(folder.parent, os.W_OK | os.X_OK):
+            raise LogDirError(
+                f"log folder '{folder}' holds an earlier run and its parent folder cannot be "
+                "written for a new run next to it. Pass another logdir."
+            )
+        return True
+
+    @property
+    def monitor(self) -> Monitor:
+        """The :class:`~mindwatch.Monitor` this callback drives (opened when training
+        starts if the folder held an earlier run; asked for before, a new run)."""
+        if self._monitor is None:
+            self._monitor = self._new_monitor(resume=False)
+        return self._monitor
+
+    @monitor.setter
+    def monitor(self, monitor: Monitor) -> None:
+        self._monitor = monitor
+
+    def _open_pending(self, cb: Any) -> None:
+        """Open the Monitor deferred by an earlier run in the folder: resuming it when
+        training starts after step 0 (``initial_epoch``, ``initial_step``), else a new
+        run in a new folder."""
+        base = self._start_step + _skipped_epoch_steps(cb)
+        self._monitor = self._new_monitor(resume=base > 0)
+        self._attach(cb)
+
+    def _new_monitor(self, folder: Optional[Path] = None, *, resume: bool = False) -> Monitor:
+        """The callback's own Monitor; ``folder``: reopen that run folder (no new name);
+        ``resume``: continue the run in the configured folder."""
         config, logdir = self.config, self._base_logdir
         if folder is not None:
             config, logdir = config.model_copy(update={"run_name": None}), folder
+            resume = True
         collective = None
         if self.world_size > 1:
             if MindSporeCollective.available():
@@ -192,6 +237,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         return Monitor(
             logdir,
             config,
+            resume=resume,
             world_size=self.world_size,
             rank=self.rank,
             collective=collective,
@@ -203,6 +249,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         return self.monitor.logdir
 
     def _live_monitor(self) -> Monitor:
+        if self._monitor is None:
+            return self.monitor  # asked for outside training (Model.eval alone): a new run
         if self.monitor.closed and self._owns_monitor:  # used again after training ended
             last_step = self.monitor.last_step
             self.monitor = self._new_monitor(self.monitor.logdir)  # the same run folder
@@ -215,8 +263,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._guarded("train begin", lambda: self._train_begin(run_context.original_args()))
 
     def _train_begin(self, cb: Any) -> None:
-        monitor = self._live_monitor()
-        optimizer = find_optimizer(cb)
+        optimizer = self._optimizer = find_optimizer(cb)
         self._lr = LearningRateReader(optimizer) if optimizer is not None else None
         train_network = cb.get("train_network")
         self._layout = output_layout(train_network)
@@ -230,20 +277,31 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             lambda: self._layers.begin(cb.get("train_network"), cb.get("network"), optimizer),
         )
         self._device_memory = ms_device_target() not in ("CPU", None)
+        self._flops_pending = True
+        self._start_step = int(cb.get("cur_step_num") or 0)
+        self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
+        self._step_offset = None  # known at the first step (initial_epoch)
+        if self._monitor is not None:
+            self._attach(cb)
+        # else: opened at the first epoch's begin, when a resume can be told (_open_pending)
+
+    def _attach(self, cb: Any) -> None:
+        """What training begins with that needs the Monitor."""
+        monitor, optimizer = self._live_monitor(), self._optimizer
         self._actions.begin(cb, optimizer, monitor)
         # MindFormers' cells return the lr the optimizer applied, computed in the graph;
         # but from their own copy of the schedule, which dynamic_lr does not scale.
         dynamic_lr = self._actions.dynamic_lr is not None
         self._lr_from_outputs = self._layout.kind == "mindformers" and not dynamic_lr
-        self._flops_pending = True
         self._guarded("device peak", lambda: self._set_device_peak(monitor))
-        self._start_step = int(cb.get("cur_step_num") or 0)
-        self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
-        self._step_offset = None  # known at the first step (initial_epoch)
         self._guarded("hyperparameters", lambda: self._log_hparams(cb, optimizer))
         monitor.restart_clock()
         self._last_end = time.perf_counter()
         self._step_begin = None
+
+    def on_train_epoch_begin(self, run_context: Any) -> None:
+        if self._monitor is None:
+            self._guarded("run folder", lambda: self._open_pending(run_context.original_args()))
 
     def _layer_recorder(self, train_network: Any) -> LayerRecorder:
         """The per-layer recorder; a train cell that returns per-parameter gradient norms
@@ -326,6 +384,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             self._next_eval = (base // self.eval_every + 1) * self.eval_every
 
     def on_train_step_begin(self, run_context: Any) -> None:
+        if self._monitor is None:  # driven without an epoch begin
+            self._guarded("run folder", lambda: self._open_pending(run_context.original_args()))
         self._step_begin = time.perf_counter()
 
     def _step_parts(self, steps: int) -> dict[str, float]:
@@ -342,6 +402,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
 
     def on_train_step_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
+        if self._monitor is None:
+            self._guarded("run folder", lambda: self._open_pending(cb))
         try:
             if self._step_offset is None:
                 self._first_step(cb)
@@ -471,6 +533,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         # The verdicts on the last steps first, while their checkpoints exist (this
         # callback runs before ModelCheckpoint's own end): a last-stable checkpoint.
         self._guarded("controls", lambda: self._actions.finish(self.monitor))
+        if self._monitor is None:
+            return  # training ended before its first epoch: nothing was logged
         # Our own monitor is closed (files complete, run.json finished); one the caller
         # passed in stays open for them to keep logging to, and is only flushed.
         if self._owns_monitor:
@@ -482,8 +546,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         """MindSpore leaves every callback's context when ``Model.train`` ends, also
         when it raises (then ``on_train_end`` never runs): the run is closed as
         ``failed``, with what was logged written out."""
-        if exc is not None and self._owns_monitor and not self.monitor.closed:
-            self._guarded("end", lambda: self.monitor.abort(exc, timeout=EXIT_TIMEOUT_SECS))
+        monitor = self._monitor
+        if exc is not None and self._owns_monitor and monitor is not None and not monitor.closed:
+            self._guarded("end", lambda: monitor.abort(exc, timeout=EXIT_TIMEOUT_SECS))
 
     # --------------------------------------------------------------- helpers
 

@@ -6,6 +6,9 @@ when training raised), each time atomically
 (temporary file + rename), so a crash never leaves half a file. A run whose
 ``status`` is still ``running`` while its ``pid`` is gone has crashed.
 
+``previous_run`` / ``next_runs`` link runs that were asked to write the same folder
+(:mod:`mindwatch.run.claim` moved the later ones next to it).
+
 ``attempts`` lists every process that wrote the folder, oldest first: a run resumed
 from a checkpoint keeps the crashed attempt (marked ``crashed`` when its process is
 gone) and adds its own, with the step it resumed at. Failing to write the file is a
@@ -32,14 +35,16 @@ from typing import Any
 from mindwatch.common.warn import WarnOnce
 from mindwatch.run.layout import RUN_FILE
 
-__all__ = ["RunInfo", "package_versions", "process_alive", "read_run_info"]
+__all__ = ["PROCESS", "RunInfo", "package_versions", "process_alive", "read_run_info"]
 
 log = logging.getLogger(__name__)
 
 # Tells this process's attempts from an earlier process that had the same pid (a
 # restarted container often gets the same host name and pid).
-_PROCESS = uuid.uuid4().hex
+PROCESS = uuid.uuid4().hex
 _tmp_counter = itertools.count()
+# run.json keys linking the runs written into one folder one after the other.
+_LINKS = ("previous_run", "next_runs")
 _PACKAGES = ("mindwatch", "mindspore", "mindformers", "tensorboard", "numpy", "protobuf")
 
 
@@ -111,9 +116,13 @@ class RunInfo:
         if extra:
             self.data.update(extra)
         self._warn = WarnOnce(log)
-        self.data["process"] = _PROCESS
+        self.data["process"] = PROCESS
+        on_disk = read_run_info(logdir)
+        for key in _LINKS:  # a resumed run keeps its links to the runs before and after it
+            if key in on_disk and key not in self.data:
+                self.data[key] = on_disk[key]
         earlier = self._earlier_attempts()
-        if earlier and earlier[-1].get("process") == _PROCESS:
+        if earlier and earlier[-1].get("process") == PROCESS:
             # The same process opened this folder again (e.g. Model.eval after training):
             # one attempt, not two.
             self.data["start_time"] = earlier.pop()["start_time"]
@@ -144,7 +153,7 @@ class RunInfo:
             if isinstance(attempt, dict) and attempt.get("status") == "running":
                 same_host = attempt.get("host") == socket.gethostname()
                 pid = attempt.get("pid")
-                reused = pid == os.getpid() and attempt.get("process") != _PROCESS
+                reused = pid == os.getpid() and attempt.get("process") != PROCESS
                 if same_host and (reused or not process_alive(pid)):
                     attempt["status"] = "crashed"
         return [a for a in attempts if isinstance(a, dict)]
@@ -161,6 +170,12 @@ class RunInfo:
         # A unique temporary name per write: a signal handler may write while the main
         # thread is half-way through its own write.
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
+        # A later run into the same folder may have recorded itself meanwhile
+        # (mindwatch.run.claim.link_runs): keep it.
+        later = read_run_info(self.path.parent).get("next_runs")
+        if isinstance(later, list):
+            known = self.data.setdefault("next_runs", [])
+            known.extend(run for run in later if run not in known)
         try:
             with open(tmp, "w", encoding="utf-8") as handle:
                 json.dump(self.data, handle, indent=2, ensure_ascii=False, default=str)

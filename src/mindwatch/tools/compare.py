@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from mindwatch.events.mixing import mixed_runs
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -99,7 +101,14 @@ def load_run(folder: Path) -> pd.DataFrame:
     if not runs:
         raise CompareError(f"no TensorBoard event files below '{folder}'")
     if "." in runs or len(runs) == 1:
-        chosen: pd.DataFrame = frame[frame["run"] == ("." if "." in runs else runs[0])]
+        name = "." if "." in runs else runs[0]
+        mixed = mixed_runs(folder if name == "." else folder / name)
+        if mixed is not None:  # a gate on two runs' mixed points would pass or fail by chance
+            raise CompareError(
+                f"'{mixed.folder}': {mixed.describe()}. Compare one run, not their mix; "
+                "to split the folder: " + "; ".join(mixed.split_commands())
+            )
+        chosen: pd.DataFrame = frame[frame["run"] == name]
         return chosen
     raise CompareError(
         f"'{folder}' holds {len(runs)} runs ({', '.join(runs[:5])}...); pass one of them"

@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal, Optional
 
+from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import event_files, find_runs
 from mindwatch.mssummary.format import is_summary_file
 from mindwatch.run.info import process_alive, read_run_info
@@ -322,6 +323,18 @@ def _run(name: str, folder: Path) -> list[Finding]:
                     "mindwatch watch reports stalls",
                 )
             )
+    mixed = mixed_runs(folder)
+    if mixed is not None:
+        findings.append(
+            Finding(
+                f"run {name}",
+                "problem",
+                f"{mixed.describe()}: TensorBoard draws them as one curve with several "
+                "points per step, and report/compare numbers mix them",
+                "move each later run into a folder of its own: "
+                + "; ".join(mixed.split_commands()),
+            )
+        )
     config = info.get("config") or {}
     hparams = info.get("hparams") or {}
     every = config.get("collect_freq")

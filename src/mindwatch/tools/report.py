@@ -307,6 +307,8 @@ def summary_rows(run: RunSummary) -> list[tuple[str, str]]:
         ("best loss", f"{_fmt(loss.get('best'))} at step {_fmt(loss.get('best_step'))}"),
         ("non-finite losses", _fmt(loss.get("nonfinite"))),
     ]
+    if f.get("mixed_runs"):
+        rows.insert(0, ("warning", f"{f['mixed_runs']}: these numbers mix them"))
     if "tokens" in f:
         rows.append(("tokens", f"{f['tokens']:,.0f}"))
     for tag, value in (f.get("eval") or {}).items():
@@ -379,6 +381,9 @@ def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
             str(len(run.alerts)),
         ]
         lines.append("| " + " | ".join(cell(c) for c in row) + " |")
+    for run in runs:
+        if run.facts.get("mixed_runs"):
+            lines += ["", f"> **Warning** {cell(run.name)}: {cell(run.facts['mixed_runs'])}"]
     for run in runs:
         evals = (run.facts.get("eval") or {}).items()
         if evals:

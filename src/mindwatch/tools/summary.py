@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy as np
 
 from mindwatch.common.json_values import json_float
+from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import find_runs
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
@@ -101,7 +102,8 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
     """One :class:`RunSummary` per run in ``frame`` (``read_scalars`` output).
 
     A run's ``rank_<r>/`` folders are part of it (their spread is in the run's own
-    ``ranks/*`` tags), not runs of their own.
+    ``ranks/*`` tags), not runs of their own. A folder that mixes runs (see
+    :mod:`mindwatch.events.mixing`) has the fact ``mixed_runs`` saying so.
     """
     names = {n for n, _ in find_runs(logdir)}
     runs = []
@@ -125,6 +127,9 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
             alerts=_alerts(folder / "alerts.jsonl"),
         )
         run.facts = _clean(_facts(run, group))
+        mixed = mixed_runs(folder)
+        if mixed is not None:  # its curves have two points per step: say so, first
+            run.facts = {"mixed_runs": mixed.describe(), **run.facts}
         runs.append(run)
     return runs
 

@@ -8,15 +8,26 @@ whose newest event is older than ``stall.seconds``.
 
 The state (file offsets, rule state, cooldowns) is kept in a small JSON file, so
 ``--once`` from cron picks up where the previous call stopped and never reports an
-event twice.
+event twice. It lives outside the watched folder (which may be read-only, shared, or
+synced), in the user's state folder: ``$XDG_STATE_HOME/mindwatch/watch/`` (default
+``~/.local/state/mindwatch/watch/``), one file per watched folder named after its
+path (:func:`default_state_path`). A state file an older version left in the folder
+(``.mindwatch-watch.json``) is read once and then left alone.
+
+A run folder that mixes runs (:mod:`mindwatch.events.mixing`: a second run written
+into it without a resume marker, by an older version or another tool) is said so once,
+as a warning; its rules then follow only the newest run (the state of the rules
+restarts), so one run's values are never judged against the other's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,18 +35,28 @@ from typing import Any, Callable, Optional
 
 from mindwatch.alerts.model import CAUSES, Alert
 from mindwatch.config import AlertSettings
-from mindwatch.events.reader import RunReader, Scalar, find_runs
+from mindwatch.events.mixing import mixed_runs
+from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
 from mindwatch.rules import RuleEngine
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
 
-__all__ = ["STATE_FILE", "Watcher", "watch"]
+__all__ = ["STATE_FILE", "Watcher", "default_state_path", "watch"]
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = ".mindwatch-watch.json"
+STATE_FILE = ".mindwatch-watch.json"  # where versions before 0.2 kept it: in the folder
 _STATE_VERSION = 1
 _DONE = ("finished", "failed", "terminated")
+
+
+def default_state_path(logdir: Path) -> Path:
+    """``$XDG_STATE_HOME/mindwatch/watch/<folder name>-<hash of its path>.json``."""
+    folder = Path(os.path.abspath(logdir))
+    home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    digest = hashlib.sha256(str(folder).encode("utf-8")).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", folder.name).strip("-.") or "root"
+    return Path(home) / "mindwatch" / "watch" / f"{name}-{digest}.json"
 
 
 @dataclass
@@ -46,10 +67,12 @@ class _Run:
     last_wall: Optional[float] = None
     last_step: Optional[int] = None
     stalled: bool = False
+    runs_seen: int = 0  # runs found mixed in the folder so far (1: not mixed)
 
 
 class Watcher:
-    """Watch every run below ``logdir``; :meth:`poll` returns the new alerts."""
+    """Watch every run below ``logdir``; :meth:`poll` returns the new alerts. Notices that
+    are not alerts (a folder found mixing runs) go to ``on_notice`` (default: a warning)."""
 
     def __init__(
         self,
@@ -57,14 +80,18 @@ class Watcher:
         settings: Optional[AlertSettings] = None,
         *,
         state_path: Optional[Path] = None,
+        on_notice: Optional[Callable[[str], None]] = None,
     ) -> None:
         self.logdir = logdir
+        self.on_notice = on_notice or log.warning
         self.settings = settings or AlertSettings()
         self.state_path = state_path
         self._runs: dict[str, _Run] = {}
         self._saved: dict[str, Any] = {}
         if state_path is not None and state_path.exists():
             self._saved = self._load(state_path)
+        elif state_path is not None and (logdir / STATE_FILE).is_file():
+            self._saved = self._load(logdir / STATE_FILE)  # an older version's, in the folder
 
     def _load(self, path: Path) -> dict[str, Any]:
         try:
@@ -97,6 +124,7 @@ class Watcher:
             run.last_wall = saved.get("last_wall")
             run.last_step = saved.get("last_step")
             run.stalled = bool(saved.get("stalled", False))
+            run.runs_seen = int(saved.get("runs_seen", 0))
         self._runs[name] = run
         return run
 
@@ -111,7 +139,30 @@ class Watcher:
             alerts += self._stall(run, now)
         return alerts
 
+    def _mixing(self, run: _Run) -> None:
+        """When files appeared: whether the folder now mixes runs; then say so, follow
+        only the newest run, and skip the older runs' files not read yet."""
+        names = event_files(run.folder)
+        read = run.reader.offsets
+        if len(names) < 2 or all(name in read for name in names):
+            return
+        mixed = mixed_runs(run.folder)
+        count = len(mixed.runs) if mixed is not None else 1
+        if mixed is not None and count > run.runs_seen:
+            self.on_notice(
+                f"mindwatch watch: {run.engine.run}: {mixed.describe()}; the rules follow "
+                f"the newest run only. To split the folder: {'; '.join(mixed.split_commands())}"
+            )
+            if run.runs_seen:
+                run.engine = RuleEngine(self.settings, run=run.engine.run, rank=run.engine.rank)
+            newest = {f.name for f in mixed.runs[-1]}
+            skip = [n for n in names if n not in newest and n not in read]
+            with contextlib.suppress(OSError):
+                run.reader.seek({n: (run.folder / n).stat().st_size for n in skip})
+        run.runs_seen = max(run.runs_seen, count)
+
     def _read(self, run: _Run) -> list[Alert]:
+        self._mixing(run)
         alerts: list[Alert] = []
         step: Optional[int] = None
         values: dict[str, float] = {}
@@ -172,9 +223,11 @@ class Watcher:
                 "last_wall": run.last_wall,
                 "last_step": run.last_step,
                 "stalled": run.stalled,
+                "runs_seen": run.runs_seen,
             }
         tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}.tmp")
         try:
+            self.state_path.parent.mkdir(parents=True, exist_ok=True)
             tmp.write_text(json.dumps({"version": _STATE_VERSION, "runs": runs}), "utf-8")
             os.replace(tmp, self.state_path)
         except OSError:
