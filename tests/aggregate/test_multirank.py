@@ -158,7 +158,8 @@ def test_a_rank_with_more_tags_than_the_slice_holds_grows_it(tmp_path: Path) -> 
     assert len(curves["train/loss"]) == 12
     # Rank 0 never logged m0..m39: it cannot name them, so they stay out of the global run.
     assert "train/m3" not in curves
-    assert group.calls == 4  # 2 flushes + 1 retry with room + the final one at close()
+    # The run folder agreed at start + 2 flushes + 1 retry with room + the final one at close()
+    assert group.calls == 5
 
 
 def test_auto_interval_agrees_across_ranks_and_keeps_every_step(tmp_path: Path) -> None:
@@ -222,8 +223,14 @@ class _Impostor:
 
     def __init__(self, rank: int) -> None:
         self.rank, self.world_size = rank, 2
+        self.calls = 0
 
     def all_gather(self, vector: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        if self.calls == 1:  # the run folder is agreed; the data that follows is not ours
+            agreed = vector.copy()
+            agreed[1] = 1  # rank 1's answer: the same text
+            return np.stack([vector, agreed])
         other = np.full_like(vector, 1.0)
         other[:HEADER] = 7.0
         return np.stack([vector, other])
@@ -256,8 +263,15 @@ def test_run_name_gives_every_rank_rank_0s_folder(tmp_path: Path) -> None:
 def test_an_exception_on_one_rank_does_not_wait_for_the_others_at_close(
     tmp_path: Path,
 ) -> None:
-    group = LocalGroup(2)
-    mon = Monitor(tmp_path, {**QUIET, "aggregate_every": 100}, collective=group.member(0))
+    group = LocalGroup(2, timeout=2.0)
+    config = {**QUIET, "aggregate_every": 100}
+    other: list[Monitor] = []  # rank 1 opens its Monitor too (they agree on the folder)
+    opening = threading.Thread(
+        target=lambda: other.append(Monitor(tmp_path, config, collective=group.member(1)))
+    )
+    opening.start()
+    mon = Monitor(tmp_path, config, collective=group.member(0))
+    opening.join(30)
 
     def train() -> None:
         with mon:
@@ -266,8 +280,9 @@ def test_an_exception_on_one_rank_does_not_wait_for_the_others_at_close(
 
     with pytest.raises(RuntimeError, match="boom"):
         train()
-    assert group.attempts == [0, 0]  # no final collective: rank 1 would never come
+    assert group.attempts == [1, 1]  # no final collective: rank 1 would never come
     assert scalars(tmp_path)["train/loss"] == [(1, 2.0)]
+    other[0].close(timeout=5.0)
 
 
 def test_histograms_text_and_eval_come_from_rank_0_only(tmp_path: Path) -> None:
