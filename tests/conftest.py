@@ -1,7 +1,38 @@
-"""Shared fixtures. MindSpore logs are silenced (GLOG_v=3) for every test and subprocess."""
+"""Shared fixtures. MindSpore logs are silenced (GLOG_v=3) for every test and subprocess.
+
+The browser and PDF tests drive real programs from Debian packages (`make test` installs
+them with apt-get as root or with passwordless sudo). Where one is missing, the fixture
+skips the test with the package to install: `pytest -ra` lists it as SKIPPED, never passed.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+
+import pytest
 
 os.environ.setdefault("GLOG_v", "3")
+
+
+def _program(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(
+            f"{name} is not installed: apt-get install {package} "
+            "(`make test` does it as root or with passwordless sudo)"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium's path (Debian package chromium)."""
+    return _program("chromium", "chromium")
+
+
+@pytest.fixture(scope="session")
+def pdftoppm() -> str:
+    """pdftoppm's path; pdfinfo comes in the same package (poppler-utils)."""
+    _program("pdfinfo", "poppler-utils")
+    return _program("pdftoppm", "poppler-utils")
