@@ -1,8 +1,14 @@
-"""Shared fixtures. MindSpore logs are silenced (GLOG_v=3) for every test and subprocess."""
+"""Shared fixtures. MindSpore logs are silenced (GLOG_v=3) for every test and subprocess.
+
+The browser and PDF tests drive real programs from Debian packages (`make test` installs
+them with apt-get as root or with passwordless sudo). Where one is missing, the fixture
+skips the test with the package to install: `pytest -ra` lists it as SKIPPED, never passed.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -15,3 +21,26 @@ def _own_state_home(
 ) -> None:
     """Per-user state (``mindwatch watch``'s) goes to a fresh folder, never ~/.local/state."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+
+
+def _program(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(
+            f"{name} is not installed: apt-get install {package} "
+            "(`make test` does it as root or with passwordless sudo)"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium's path (Debian package chromium)."""
+    return _program("chromium", "chromium")
+
+
+@pytest.fixture(scope="session")
+def pdftoppm() -> str:
+    """pdftoppm's path; pdfinfo comes in the same package (poppler-utils)."""
+    _program("pdfinfo", "poppler-utils")
+    return _program("pdftoppm", "poppler-utils")

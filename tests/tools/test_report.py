@@ -6,7 +6,6 @@ import http.server
 import json
 import math
 import re
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -20,7 +19,6 @@ from click.testing import CliRunner
 import mindwatch
 from mindwatch.cli import main
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 EVIL = "<script>alert(1)</script>"
 
 
@@ -179,11 +177,11 @@ def _nonblank(png: Path) -> float:
 
 @pytest.mark.slow
 def test_chromium_renders_it_with_no_console_errors_and_no_requests(
-    report: Path, server: int, tmp_path: Path
+    chromium: str, report: Path, server: int, tmp_path: Path
 ) -> None:
     shot = tmp_path / "shot.png"
     command = [
-        CHROMIUM,
+        chromium,
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -218,14 +216,14 @@ def test_chromium_renders_it_with_no_console_errors_and_no_requests(
 
 
 @pytest.mark.slow
-def test_pdftoppm_renders_every_pdf_page(report: Path, tmp_path: Path) -> None:
+def test_pdftoppm_renders_every_pdf_page(pdftoppm: str, report: Path, tmp_path: Path) -> None:
     info = subprocess.run(
         ["pdfinfo", str(report / "report.pdf")], capture_output=True, text=True, check=True
     ).stdout
     pages = int(next(line.split()[-1] for line in info.splitlines() if line.startswith("Pages:")))
     assert pages >= 6  # a summary page and the charts
     subprocess.run(
-        ["pdftoppm", "-r", "30", "-png", str(report / "report.pdf"), str(tmp_path / "page")],
+        [pdftoppm, "-r", "30", "-png", str(report / "report.pdf"), str(tmp_path / "page")],
         check=True,
         timeout=120,
     )

@@ -6,7 +6,8 @@ ENTRY is ``model`` (``Model.train`` with ``TrainingMonitor``) or ``loop`` (a cus
 ``value_and_grad`` loop with ``Monitor`` and ``MindSporeCollective``). Each rank trains
 on its own data; rank 1's labels are corrupted (x20) at the steps given by
 ``--corrupt``. Independently of mindwatch, every rank records what its network really
-returned at each step in ``OUT/local_rank<r>.json``, for the test to compare with.
+returned at each step in ``OUT/local_rank<r>.json`` (rewritten at every step, so that it
+survives a rank that MindSpore kills), for the test to compare with.
 
 ``--die-at N``: rank 1 leaves at step N (``os._exit(0)``: msrun counts a 0 exit as
 done, so rank 0 is left running alone). ``--no-dp``: no gradient all-reduce, so that
@@ -81,6 +82,7 @@ local: dict[int, dict[str, float]] = {}
 
 def record(step: int, loss: float, grad_norm: float) -> None:
     local[step] = {"loss": loss, "grad_norm": grad_norm}
+    save_local()  # at every step: MindSpore 2.7/2.8 kill a rank whose peer died, no finally runs
 
 
 def maybe_die(step: int) -> None:
@@ -91,7 +93,10 @@ def maybe_die(step: int) -> None:
 
 
 def save_local() -> None:
-    (args.out / f"local_rank{RANK}.json").write_text(json.dumps(local))
+    path = args.out / f"local_rank{RANK}.json"
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(local))
+    temporary.replace(path)  # whole or absent, whenever the rank is killed
 
 
 class LocalRecorder(ms.train.Callback):

@@ -1,0 +1,67 @@
+"""What `pip install` builds from pyproject.toml: metadata with no deprecation warnings."""
+
+from __future__ import annotations
+
+import email
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def metadata(tmp_path_factory: pytest.TempPathFactory) -> tuple[email.message.Message, str]:
+    """The wheel's METADATA as setuptools (the build backend pip runs) writes it, and
+    what the build printed, with every warning turned into an error."""
+    pytest.importorskip("setuptools")
+    tree = tmp_path_factory.mktemp("tree")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tree / "out"
+    out.mkdir()
+    code = (
+        "import sys; from setuptools import build_meta; "
+        "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code, str(out)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    info = done.stdout.strip().splitlines()[-1]
+    text = (out / info / "METADATA").read_text(encoding="utf-8")
+    return email.message_from_string(text), done.stdout + done.stderr
+
+
+def test_the_build_gives_no_deprecation_warning(
+    metadata: tuple[email.message.Message, str],
+) -> None:
+    _, output = metadata
+    assert "Warning" not in output
+
+
+def test_the_licence_is_an_spdx_expression_with_its_file(
+    metadata: tuple[email.message.Message, str],
+) -> None:
+    meta, _ = metadata
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert meta.get_all("License-File") == ["LICENSE"]
+    assert not [c for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
+
+
+def test_the_mindspore_extra_brings_numpy_1(
+    metadata: tuple[email.message.Message, str],
+) -> None:
+    """MindSpore's CPU wheels are built against NumPy 1 (2.10 does not say so)."""
+    meta, _ = metadata
+    extra = [r for r in meta.get_all("Requires-Dist") or [] if 'extra == "mindspore"' in r]
+    assert any(r.startswith("mindspore") and ">=2.7.2" in r and "<2.11" in r for r in extra)
+    assert any(r.startswith("numpy") and "<2" in r for r in extra), extra
