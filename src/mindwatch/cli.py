@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -508,6 +509,85 @@ def _max_size(ctx: click.Context, param: click.Parameter, value: Optional[str]) 
             ctx,
             param,
         ) from None
+
+
+@main.command("tensorboard")
+@click.argument("logdir", required=False, default="./runs", type=click.Path(path_type=Path))
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Port to serve on [default: a free one].",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (0.0.0.0: every interface, for a remote machine).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the address in a web browser.")
+@click.option("--ranks", is_flag=True, help="Also list the per-rank folders (rank_<r>/) as runs.")
+@click.pass_context
+def tensorboard_command(
+    ctx: click.Context, /, *, logdir: Path, port: int, host: str, open_browser: bool, ranks: bool
+) -> None:
+    """View the runs in TensorBoard (until Ctrl-C).
+
+    Serves the runs below LOGDIR [default: ./runs, the demo's] with the TensorBoard
+    installed with mindwatch (not whatever `tensorboard` is on PATH) on a free local
+    port, waits until it answers and prints its address. The address opens on the
+    dashboard that answers "is training healthy?" (loss, eval, lr, grad norm,
+    throughput); per-rank folders of msrun jobs are filtered out of the run list unless
+    --ranks. Also available as `mindwatch board`. Exit status: 0 stopped with Ctrl-C,
+    1 TensorBoard failed, 2 bad input.
+    """
+    import webbrowser
+
+    from mindwatch.run.ranks import rank_of_run
+    from mindwatch.tools import board as tb
+
+    try:
+        runs = tb.check_logdir(logdir)
+    except tb.BoardError as exc:
+        raise InputError(str(exc)) from exc
+    try:
+        with tb.serve(logdir, host=host, port=port) as server:
+            url = tb.board_url(
+                server.base, layout=server.layout(), runs=server.runs() or runs, ranks=ranks
+            )
+            per_rank = [run for run in runs if rank_of_run(run) is not None]
+            shown = len(runs) - (0 if ranks else len(per_rank))
+            count = f"{shown} run{'s' * (shown != 1)}"
+            if per_rank and not ranks:
+                count += f"; {len(per_rank)} per-rank folders filtered out, --ranks shows them"
+            click.echo(f"TensorBoard serves {logdir.resolve()} ({count}) at:")
+            click.echo(f"  {url}")
+            if open_browser:
+                try:
+                    opened = webbrowser.open(url)
+                except webbrowser.Error:
+                    opened = False
+                if not opened:
+                    click.echo("No web browser found here: open the address above yourself.")
+            click.echo("Press Ctrl-C to stop.")
+            signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly
+            try:
+                status = server.process.wait()
+            except KeyboardInterrupt:
+                click.echo("Stopping TensorBoard.")
+                ctx.exit(0)
+            raise click.ClickException(
+                f"TensorBoard stopped by itself (exit status {status}):\n{server.output()}"
+            )
+    except tb.BoardError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+main.add_command(tensorboard_command, name="board")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 @main.command("runs")

@@ -36,7 +36,7 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = result.stdout
     assert "[mindwatch] step 25/120 | loss" in out
     assert "eval at step 100" in out
-    assert f"tensorboard --logdir {root}" in out
+    assert f"mindwatch tensorboard {root}" in out
     (run,) = root.iterdir()
     assert run.name.endswith("_demo")
     assert f"Run folder: {run}" in out

@@ -1,4 +1,5 @@
-"""Builders for the rarer summary kinds: histograms, text and hparams plugin data.
+"""Builders for the rarer summary kinds: histograms, text, hparams and custom-scalars
+plugin data.
 
 These are not on the per-step hot path, so they use tensorboard's own protobuf classes
 (available without TensorFlow) and return serialized ``Summary.Value`` entries framed
@@ -19,6 +20,7 @@ from mindwatch.events.encoding import varint
 __all__ = [
     "HParamValue",
     "bucket_histogram_value",
+    "custom_scalars_layout_value",
     "histogram_value",
     "hparams_config_values",
     "hparams_session_end_values",
@@ -124,6 +126,37 @@ def import_text_support() -> None:
 def import_histogram_support() -> None:
     """Import what :func:`histogram_value` needs, on the caller's thread (see above)."""
     import tensorboard.compat.proto.summary_pb2  # noqa: F401
+
+
+def import_layout_support() -> None:
+    """Import what :func:`custom_scalars_layout_value` needs, on the caller's thread."""
+    import tensorboard.plugins.custom_scalar.layout_pb2
+    import tensorboard.plugins.custom_scalar.metadata  # noqa: F401
+
+
+def custom_scalars_layout_value(layout: Any) -> bytes:
+    """Return the ``Summary.Value`` of a ``custom_scalar.layout_pb2.Layout``: the charts
+    of TensorBoard's CUSTOM SCALARS dashboard.
+
+    What ``tensorboard.plugins.custom_scalar.summary.pb`` writes, without the
+    TensorFlow it imports: a string tensor under ``custom_scalars__config__``.
+    """
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.compat.proto.tensor_pb2 import TensorProto
+    from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+    from tensorboard.compat.proto.types_pb2 import DT_STRING
+    from tensorboard.plugins.custom_scalar import metadata
+
+    tensor = TensorProto(
+        dtype=DT_STRING, tensor_shape=TensorShapeProto(), string_val=[layout.SerializeToString()]
+    )
+    return value_bytes(
+        Summary.Value(
+            tag=metadata.CONFIG_SUMMARY_TAG,
+            metadata=metadata.create_summary_metadata(),
+            tensor=tensor,
+        )
+    )
 
 
 def text_value(tag: str, text: str) -> bytes:

@@ -314,7 +314,7 @@ def _summary(run_dir: Path, root: Path, elapsed: float, monitor: Any) -> None:
         print(f"  non-finite values: {monitor.monitor.nonfinite}")
     print()
     print("View it in TensorBoard:")
-    print(f"  tensorboard --logdir {_quote(str(root))}")
+    print(f"  mindwatch tensorboard {_quote(str(root))}")
 
 
 def _quote(path: str) -> str:

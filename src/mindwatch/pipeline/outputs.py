@@ -137,10 +137,12 @@ def open_outputs(
     cfg = config
     global_tb = rank_tb = None
     if rank == 0:
-        global_tb = TensorBoardSink(open_writer(logdir, cfg))
+        global_tb = TensorBoardSink(open_writer(logdir, cfg), layout=True)
     if (reduced and cfg.per_rank) or (rank != 0 and not reduced):
         folder = logdir if own_run_folder else logdir / rank_folder(rank)
-        rank_tb = TensorBoardSink(open_writer(folder, cfg), name="TensorBoard rank")
+        rank_tb = TensorBoardSink(
+            open_writer(folder, cfg), name="TensorBoard rank", layout=not reduced
+        )
     main_tb = global_tb if rank == 0 else (None if reduced else rank_tb)
     main: list[Sink] = []
     if main_tb is not None:

@@ -4,16 +4,19 @@
 :class:`~mindwatch.events.EventFileWriter` (which encodes and writes on its own thread);
 :class:`MindFormersView` writes a training step again under MindFormers' tag names
 (``tag_style: mindformers``, :mod:`mindwatch.metrics.mindformers_view`) into the same
-writer.
+writer. A run's main folder also gets, with its first step, the custom-scalars layout of
+TensorBoard's first screen (:mod:`mindwatch.sinks.board_layout`).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from mindwatch.events.summaries import custom_scalars_layout_value, import_layout_support
 from mindwatch.events.writer import EventFileWriter, WriterStats
 from mindwatch.metrics.derived import StepRates
 from mindwatch.metrics.mindformers_view import mindformers_view
+from mindwatch.sinks.board_layout import first_screen_layout
 from mindwatch.sinks.items import (
     EvalValues,
     Histogram,
@@ -29,15 +32,28 @@ __all__ = ["MindFormersView", "TensorBoardSink"]
 
 
 class TensorBoardSink:
-    """One run folder's TensorBoard event files."""
+    """One run folder's TensorBoard event files; with ``layout``, also the layout of
+    TensorBoard's first screen (written once, at step 0, built from the first step's tags
+    on the writer's thread)."""
 
-    def __init__(self, writer: EventFileWriter, name: str = "TensorBoard") -> None:
+    def __init__(
+        self, writer: EventFileWriter, name: str = "TensorBoard", *, layout: bool = False
+    ) -> None:
         self.writer = writer
         self.name = f"{name} ({writer.logdir})"
+        self._layout_pending = layout
+        if layout:
+            import_layout_support()  # here, not on a background thread at exit
 
     def write(self, item: Item) -> None:
         writer = self.writer
         if isinstance(item, StepValues):
+            if self._layout_pending:
+                self._layout_pending = False
+                tags = [tag for tag, _ in item.values]
+                writer.add_values_later(
+                    0, lambda: [custom_scalars_layout_value(first_screen_layout(tags))]
+                )
             writer.add_scalars(item.step, item.values, item.wall)
         elif isinstance(item, (EvalValues, Scalars)):
             writer.add_scalars(item.step, item.values)

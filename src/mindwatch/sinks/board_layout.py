@@ -1,0 +1,92 @@
+"""TensorBoard's first screen: the CUSTOM SCALARS layout a run writes once.
+
+TensorBoard's own tabs sort tag groups by name (``eval``, ``layers``, ``perf``,
+``ranks``, ``train``), so the training loss sits at the bottom. A run therefore also
+writes a custom-scalars layout (TensorBoard's stock ``custom_scalars`` plugin) whose
+first category answers "is training healthy?": the training loss, the evaluation
+metrics, the learning rate, the gradient norm and the throughput, in that order; then
+the spread across ranks as bands (mean, min to max) and the step timings.
+``mindwatch tensorboard`` opens that dashboard.
+
+The layout is built from the tags of the first step the run writes, so it shows only
+curves the run has (evaluation metrics come later and are matched by ``^eval/``).
+
+Tags that are not curves stay scalars, since the rules (live and in ``mindwatch
+watch``), ``report`` and TensorBoard's reader all read them so, but are left off the
+first screen: ``ranks/<name>_argmax`` (the rank with the largest value: a rank number,
+which a smoothed line between ranks only obscures; the rules name it in their alerts,
+``report`` the rank most often highest) and ``train/epoch`` (a staircase). They remain
+in TensorBoard's SCALARS and TIME SERIES tabs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from mindwatch.metrics.tags import TAGS
+
+__all__ = ["HEALTH_CATEGORY", "first_screen_layout"]
+
+HEALTH_CATEGORY = "Is training healthy?"
+_RANKS_CATEGORY = "Across ranks (mean, band from min to max)"
+_TIMING_CATEGORY = "Step time"
+
+# (chart title, tags or tag prefixes, always): a chart is kept when one of its tags was
+# logged, or always (evaluation metrics arrive after the first step).
+_HEALTH: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    (TAGS["loss"], (TAGS["loss"],), False),
+    ("eval", ("eval/",), True),
+    (TAGS["lr"], (TAGS["lr"],), False),
+    (TAGS["grad_norm"], (TAGS["grad_norm"],), False),
+    (TAGS["samples_per_s"], (TAGS["samples_per_s"],), False),
+    (TAGS["tokens_per_s"], (TAGS["tokens_per_s"],), False),
+    (TAGS["perplexity"], (TAGS["perplexity"],), False),
+)
+_TIMING = tuple(
+    TAGS[key] for key in ("step_time_ms", "compute_ms", "data_wait_ms", "tflops_per_device", "mfu")
+)
+_SPREAD = ("_mean", "_min", "_max")
+
+
+def _exact(tag: str) -> str:
+    """A regex matching ``tag`` only (custom scalars match a chart's regexes to tags)."""
+    import re
+
+    return "^" + re.escape(tag) + ("" if tag.endswith("/") else "$")
+
+
+def first_screen_layout(tags: Iterable[str]) -> Any:
+    """The ``custom_scalar.layout_pb2.Layout`` for a run whose first step logged ``tags``."""
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    logged = set(tags)
+    layout = layout_pb2.Layout()
+    health = layout.category.add(title=HEALTH_CATEGORY)
+    for title, patterns, always in _HEALTH:
+        if always or logged.intersection(patterns):
+            chart = health.chart.add(title=title)
+            chart.multiline.tag.extend(_exact(p) for p in patterns)
+    spread = sorted(
+        (
+            tag[len("ranks/") : -len("_mean")]
+            for tag in logged
+            if tag.startswith("ranks/")
+            and tag.endswith("_mean")
+            and all(tag[: -len("_mean")] + end in logged for end in _SPREAD)
+        ),
+        key=lambda name: (name != "loss", name),  # the loss first
+    )
+    if spread:
+        ranks = layout.category.add(title=_RANKS_CATEGORY)
+        for name in spread:
+            chart = ranks.chart.add(title=f"{name} across ranks")
+            chart.margin.series.add(
+                value=f"ranks/{name}_mean", lower=f"ranks/{name}_min", upper=f"ranks/{name}_max"
+            )
+    timing = [tag for tag in _TIMING if tag in logged]
+    if timing:
+        category = layout.category.add(title=_TIMING_CATEGORY)
+        for tag in timing:
+            category.chart.add(title=tag).multiline.tag.append(_exact(tag))
+    return layout

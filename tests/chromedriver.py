@@ -1,0 +1,134 @@
+"""A headless Chromium driven through chromedriver's W3C WebDriver HTTP API.
+
+No Python driver package is needed: the protocol is JSON over HTTP
+(https://www.w3.org/TR/webdriver2/), spoken here with urllib. Pages whose content lives
+in shadow DOM (TensorBoard's Polymer dashboards) are read with scripts run in the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def available() -> bool:
+    return Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Browser:
+    """One WebDriver session: ``get``, ``run`` (a script), ``wait_for``, ``screenshot``."""
+
+    def __init__(self, endpoint: str, session: str) -> None:
+        self.base = f"{endpoint}/session/{session}"
+
+    def _call(self, method: str, path: str, body: Optional[dict[str, Any]] = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return json.loads(response.read())["value"]
+        except urllib.error.HTTPError as exc:
+            raise RuntimeError(f"WebDriver {method} {path}: {exc.read()[:2000]!r}") from exc
+
+    def get(self, url: str) -> None:
+        self._call("POST", "/url", {"url": url})
+
+    def run(self, script: str, *args: Any) -> Any:
+        """Run ``script`` (a function body; ``arguments`` holds ``args``) in the page."""
+        return self._call("POST", "/execute/sync", {"script": script, "args": list(args)})
+
+    def wait_for(self, script: str, timeout: float = 90, interval: float = 0.5) -> Any:
+        """Run ``script`` until it returns something truthy; return that."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = self.run(script)
+            if last:
+                return last
+            time.sleep(interval)
+        raise AssertionError(f"the page never satisfied the script; last result: {last!r}")
+
+    def screenshot(self, path: Path) -> Path:
+        path.write_bytes(base64.b64decode(self._call("GET", "/screenshot")))
+        return path
+
+
+@contextmanager
+def browser(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterator[Browser]:
+    """A headless Chromium session (its own profile folder), ended on exit."""
+    port = _free_port()
+    driver = subprocess.Popen(
+        [CHROMEDRIVER, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{endpoint}/status", timeout=5) as response:
+                    if json.loads(response.read())["value"]["ready"]:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("chromedriver did not start")
+            time.sleep(0.2)
+        capabilities = {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--hide-scrollbars",
+                    f"--window-size={width},{height}",
+                    f"--user-data-dir={profile}",
+                ],
+            },
+        }
+        request = urllib.request.Request(
+            f"{endpoint}/session",
+            data=json.dumps({"capabilities": {"alwaysMatch": capabilities}}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            session = json.loads(response.read())["value"]["sessionId"]
+        page = Browser(endpoint, session)
+        try:
+            yield page
+        finally:
+            with contextlib.suppress(RuntimeError, OSError):
+                page._call("DELETE", "")
+    finally:
+        driver.terminate()
+        driver.wait(30)
