@@ -11,7 +11,7 @@ import pytest
 
 import mindwatch
 from mindwatch.sinks import ProgressSink
-from mindwatch.sinks.items import StepValues, TotalSteps
+from mindwatch.sinks.items import EvalValues, StepValues, TotalSteps
 
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -129,3 +129,24 @@ def test_a_step_beyond_a_wrong_total_shows_no_total(monkeypatch: pytest.MonkeyPa
     sink.write(StepValues(120, [("train/loss", 0.5)], time.time()))
     sink.close()
     assert out.getvalue() == "[mindwatch] step 120 | loss 0.5000\n"
+
+
+def test_an_evaluation_is_shown_after_its_step_when_steps_come_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under reduction the steps arrive in batches, after the evaluation at their end."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    sink = ProgressSink(every=50, mode="line", total=200, stream=out)
+    now = time.time()
+    sink.write(StepValues(90, [("train/loss", 0.5)], now))
+    sink.write(EvalValues(100, [("eval/loss", 0.25)]))  # made at step 100's end
+    sink.write(StepValues(100, [("train/loss", 0.4)], now + 1))  # reduced later
+    sink.write(EvalValues(200, [("eval/loss", 0.125)]))  # the run ends before step 200's
+    sink.close()
+    assert [ln.split(" | ")[0] for ln in out.getvalue().splitlines()] == [
+        "[mindwatch] step 90/200",
+        "[mindwatch] step 100/200",
+        "[mindwatch] eval at step 100",
+        "[mindwatch] eval at step 200",
+    ]

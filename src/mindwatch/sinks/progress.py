@@ -251,6 +251,7 @@ class ProgressSink:
         self._stream = stream if stream is not None else sys.stdout
         self.reporter = ProgressReporter(every=every, mode=mode, total=total, stream=self._stream)
         self._last: Optional[StepValues] = None
+        self._evals: list[EvalValues] = []  # waiting for the step they were made at
 
     def write(self, item: Item) -> None:
         reporter = self.reporter
@@ -258,15 +259,25 @@ class ProgressSink:
             self._last = item
             if reporter.due(item.step, item.wall):
                 reporter.update(item.step, dict(item.values), item.wall)
+            if self._evals:
+                self._show_evals(item.step)
         elif isinstance(item, EvalValues):
             if item.values and reporter.enabled:
-                shown = ", ".join(f"{tag} {value:.4g}" for tag, value in item.values)
-                reporter.say(f"{PREFIX}eval at step {item.step} | {shown}")
+                self._evals.append(item)
+                self._show_evals(self._last.step if self._last is not None else None)
         elif isinstance(item, TotalSteps):
             reporter.close()
             self.reporter = ProgressReporter(
                 every=self._every, mode=self._mode, total=item.total, stream=self._stream
             )
+
+    def _show_evals(self, step: Optional[int], *, every_one: bool = False) -> None:
+        """Evaluation results up to ``step``: under reduction the steps arrive in batches,
+        after the evaluations made at their end, which would otherwise print first."""
+        while self._evals and (every_one or (step is not None and self._evals[0].step <= step)):
+            item = self._evals.pop(0)
+            shown = ", ".join(f"{tag} {value:.4g}" for tag, value in item.values)
+            self.reporter.say(f"{PREFIX}eval at step {item.step} | {shown}")
 
     def _show_last(self) -> None:
         """The last step logged, if it was not shown (a run shorter than its total, or
@@ -281,4 +292,5 @@ class ProgressSink:
 
     def close(self, timeout: Optional[float] = None) -> None:
         self._show_last()
+        self._show_evals(None, every_one=True)
         self.reporter.close()
