@@ -263,7 +263,8 @@ def launch_workers(
         f"--local_worker_num={workers}",
         f"--master_port={_free_port()}",
         f"--log_dir={logs}",
-        "--join=True",  # no --tail_worker_log: rank 0's log is followed here, filtered
+        "--join=True",  # msrun's output (its tail of every worker log) goes to msrun.log;
+        # rank 0's log is followed here instead, without MindSpore's log lines
         str(script),
         "demo",
         f"--workers={workers}",
