@@ -133,13 +133,15 @@ class MonitorConfig(BaseModel):
     print_every: int = Field(
         default=10,
         ge=0,
-        description="Print a progress line every this many steps (0: never).",
+        description="Print a progress line every this many steps, and at the last step (0: never).",
     )
     progress: Literal["auto", "bar", "line", "off"] = Field(
         default="auto",
         description="'bar': a progress bar with ETA (needs a known total); 'line': one "
         "plain line every print_every steps; 'auto': a bar on a terminal when the total "
-        "is known, lines otherwise; 'off': print nothing.",
+        "is known, lines otherwise; 'off': print nothing. Bar and lines fit the width, "
+        "dropping the least important values first (the step count and ETA stay): a "
+        "terminal's width, else COLUMNS when set, else the whole line (logs, CI).",
     )
     target: list[str] = Field(
         default_factory=lambda: [".*"],

@@ -41,7 +41,11 @@ Monitor does the rest off the training thread. What it reads each step:
 
 In dataset sink mode on Ascend the callback fires once per sink and ``cur_step_num``
 jumps by the sink size; the Monitor then shares the sink's wall time among its steps
-and logs the loss at the sink's last step (the only one MindSpore returns).
+and logs the loss at the sink's last step (the only one MindSpore returns). The total
+for the progress line and ETA is ``epoch_num x batch_num`` (MindSpore trains ``sink_size``
+steps per epoch in sink mode and sets ``batch_num`` to it); a step beyond that total
+recounts it as the dataset's size x the epochs, or drops it, so the line never reads
+``step 120/1``.
 
 A monitoring failure never stops training: anything unexpected while reading a step is
 logged once as a warning and that reading is skipped.
@@ -170,6 +174,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._next_eval = 0
         self._epochs_total = 0
         self._start_step = 0
+        self._total: Optional[int] = None  # the total steps this callback announced
         self._step_offset: Optional[int] = None
         self._warn = WarnOnce(log)
         self._layers = LayerRecorder(self.config)
@@ -281,6 +286,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._start_step = int(cb.get("cur_step_num") or 0)
         self._epochs_total = int(cb.get("epoch_num") or 0) * int(cb.get("batch_num") or 0)
         self._step_offset = None  # known at the first step (initial_epoch)
+        self._total = None
         if self._monitor is not None:
             self._attach(cb)
         # else: opened at the first epoch's begin, when a resume can be told (_open_pending)
@@ -379,9 +385,25 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             # continues where this process's previous one stopped needs no marker.
             self.monitor.mark_resume(base + 1)
         if self.monitor.total_steps is None and self._epochs_total:
-            self.monitor.set_total_steps(base + self._epochs_total)
+            self._total = base + self._epochs_total
+            self.monitor.set_total_steps(self._total)
         if self.eval_every:
             self._next_eval = (base // self.eval_every + 1) * self.eval_every
+
+    def _recount_total(self, cb: Any, step: int) -> None:
+        """A step beyond the total announced at train begin: ``epoch_num x batch_num``
+        did not count the steps (a launcher that sets ``batch_num`` to the sink size or
+        the number of sinks). Count them as the dataset's size x the epochs instead, or,
+        if that is exceeded too, show no total (and no ETA) rather than ``step 120/1``."""
+        epochs = int(cb.get("epoch_num") or 0)
+        base = self._start_step + (self._step_offset or 0)
+        total: Optional[int] = None
+        if epochs and cb.get("train_dataset") is not None:
+            counted = base + epochs * int(cb.get("train_dataset").get_dataset_size())
+            total = counted if counted >= step else None
+        # None: unknown from now on; the check on each step is then never true again
+        self._total = total
+        self.monitor.set_total_steps(total)
 
     def on_train_step_begin(self, run_context: Any) -> None:
         if self._monitor is None:  # driven without an epoch begin
@@ -411,6 +433,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         except Exception as exc:  # monitoring must never take training down
             self._warn_once("step", f"could not read the step number: {exc!r}")
             return
+        if self._total is not None and step > self._total:
+            self._guarded("total steps", lambda: self._recount_total(cb, step))
         # In sink mode (Ascend) one call covers several steps.
         previous, self._prev_step = self._prev_step, step
         parts = self._step_parts(step - previous if previous is not None and step > previous else 1)
