@@ -93,7 +93,7 @@ def test_the_summary_names_the_alerts_of_the_run(
     assert "  1 alert (all in alerts.jsonl):\n    critical nonfinite at step 12, rank 0\n" in out
     assert "  non-finite values: {'train/loss': 2}" in out
     assert "step time: median" in out
-    assert "(without step 1: " in out
+    assert "; step 1 compiled for " in out
     assert all(len(ln) <= 80 for ln in out.splitlines() if str(tmp_path) not in ln), out
 
 
@@ -159,7 +159,7 @@ def _check_console(out: str, tmp_path: Path) -> list[str]:
     assert out.count("Run folder:") == 1
     assert out.count("View it in TensorBoard:") == 1
     assert "step time: median" in out
-    assert "(without step 1: " in out
+    assert "; step 1 compiled for " in out
     assert "alerts: none" in out or re.search(r"\d alerts? \(all in ", out)
     assert re.search(r"\d+ curves: train/ \d+, perf/ \d+, layers/ \d+", out), out
     return lines

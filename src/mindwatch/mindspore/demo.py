@@ -352,7 +352,7 @@ def _say(text: str, indent: str = "", more: str = "  ") -> None:
 
 
 def step_time_line(points: list[tuple[int, float]]) -> Optional[str]:
-    """``step time: median ... ms, mean ... ms (without step 1: ... ms, compiling)``: the
+    """``step time: median ... ms, mean ... ms; step 1 compiled for ... ms (left out)``: the
     first step compiles the graph, so it is kept out of the statistics it would distort."""
     if not points:
         return None
@@ -361,7 +361,7 @@ def step_time_line(points: list[tuple[int, float]]) -> Optional[str]:
         return f"step time: {first:.1f} ms (step {first_step}, compiling)"
     return (
         f"step time: median {float(np.median(rest)):.1f} ms, mean {float(np.mean(rest)):.1f} "
-        f"ms (without step {first_step}: {first:.1f} ms, compiling)"
+        f"ms; step {first_step} compiled for {first:.1f} ms (left out)"
     )
 
 
