@@ -74,6 +74,7 @@ from mindwatch.mindspore.collective import (
 from mindwatch.mindspore.flops import device_peak_tflops, graph_flops_per_step
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
+from mindwatch.mindspore.model import grad_norm_hint
 from mindwatch.mindspore.outputs import OutputLayout, output_layout, unpack_outputs
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
@@ -324,6 +325,17 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             self.monitor.set_total_steps(base + self._epochs_total)
         if self.eval_every:
             self._next_eval = (base // self.eval_every + 1) * self.eval_every
+        self._guarded("grad norm", lambda: self._tell_missing_grad_norm(cb))
+
+    def _tell_missing_grad_norm(self, cb: Any) -> None:
+        """Once, at the first step: a train cell that returns no gradient norm gives no
+        ``train/grad_norm`` (nor the rules on it); say how to get one."""
+        if not self.monitor.writes_shared:
+            return  # rank 0 says it for the job
+        outputs = cb.get("net_outputs")
+        if outputs is None or "grad_norm" in unpack_outputs(outputs, self._layout):
+            return
+        self._warn_once("grad_norm", grad_norm_hint(self._layout.kind, cb.get("train_network")))
 
     def on_train_step_begin(self, run_context: Any) -> None:
         self._step_begin = time.perf_counter()
@@ -471,6 +483,10 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         # The verdicts on the last steps first, while their checkpoints exist (this
         # callback runs before ModelCheckpoint's own end): a last-stable checkpoint.
         self._guarded("controls", lambda: self._actions.finish(self.monitor))
+        if self._layers.active and self.monitor.writes_shared:
+            base = self._start_step + (self._step_offset or 0)
+            steps = max(0, (self._prev_step or base) - base)
+            self._guarded("histograms", lambda: self._layers.tell_missing_histograms(steps))
         # Our own monitor is closed (files complete, run.json finished); one the caller
         # passed in stays open for them to keep logging to, and is only flushed.
         if self._owns_monitor:
