@@ -11,6 +11,7 @@ from mindspore import nn
 from mindspore.train import Model, ModelCheckpoint
 
 from mindwatch.mindspore import (
+    TensorBoard,
     TrainingMonitor,
     TrainOneStepWithGradNormCell,
     build_callbacks,
@@ -131,3 +132,16 @@ def test_a_run_shorter_than_the_histogram_interval_is_told_why_there_are_none(
     assert accumulator(tmp_path / "run").Tags()["histograms"] == []
     (told,) = [r.getMessage() for r in caplog.records if "histogram" in r.getMessage()]
     assert "no histogram written: histogram_every_steps is 50 but training ended after 30" in told
+
+
+def test_the_seeds_tensorboard_callback_paces_named_histograms_too(tmp_path: Path) -> None:
+    named = TensorBoard(tmp_path / "a", collect_specified_data=["parameters"], collect_freq=5)
+    assert named.config.histogram_every_steps == 5
+    unnamed = TensorBoard(tmp_path / "b")
+    assert unnamed.config.histogram_every_steps is None  # none named: none
+    by_epoch = TensorBoard(
+        tmp_path / "c", histogram_interval=2, collect_specified_data=["gradients"]
+    )
+    assert (by_epoch.config.histogram_interval, by_epoch.config.histogram_every_steps) == (2, None)
+    for callback in (named, unnamed, by_epoch):
+        callback.monitor.close()

@@ -486,7 +486,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self._layers.active and self.monitor.writes_shared:
             base = self._start_step + (self._step_offset or 0)
             steps = max(0, (self._prev_step or base) - base)
-            self._guarded("histograms", lambda: self._layers.tell_missing_histograms(steps))
+            epochs = int(run_context.original_args().get("cur_epoch_num") or 0)
+            self._guarded("histograms", lambda: self._layers.tell_missing_histograms(steps, epochs))
         # Our own monitor is closed (files complete, run.json finished); one the caller
         # passed in stays open for them to keep logging to, and is only flushed.
         if self._owns_monitor:
@@ -546,7 +547,8 @@ class TensorBoard(TrainingMonitor):
     Args:
         log_dir: the run folder.
         histogram_interval: write parameter and gradient histograms every this many
-            epochs (None: none).
+            epochs (None: none, unless ``collect_specified_data`` names them: then every
+            ``collect_freq`` steps).
         update_time: longest delay, in seconds, before logged values reach the disk.
         **options: any other :class:`~mindwatch.MonitorConfig` key (``target``,
             ``layer_norms_every``, ``collect_freq``, ...).
@@ -561,10 +563,8 @@ class TensorBoard(TrainingMonitor):
         update_time: float = 2.0,
         **options: Any,
     ) -> None:
-        config = {
-            "logdir": os.fspath(log_dir),
-            "histogram_interval": histogram_interval,
-            "flush_secs": update_time,
-            **options,
-        }
+        config: dict[str, Any] = {"logdir": os.fspath(log_dir), "flush_secs": update_time}
+        if histogram_interval is not None:  # else collect_specified_data paces them
+            config["histogram_interval"] = histogram_interval
+        config.update(options)
         super().__init__(config)

@@ -126,22 +126,25 @@ class LayerRecorder:
                 f"of the {len(self._names)} parameters",
             )
 
-    def tell_missing_histograms(self, steps: int) -> None:
-        """At the end of training: histograms were asked for, none came (the run was
-        shorter than their interval); say so, with the fix."""
+    def tell_missing_histograms(self, steps: int, epochs: int) -> None:
+        """At the end of training: histograms were asked for, and none came because the
+        run was shorter than their interval; say so, with the fix. (Other reasons, a
+        ``target`` matching nothing, were told when they arose.)"""
         c = self.config
-        if self.histogram_steps or not (c.histogram_every_steps or c.histogram_interval):
+        if self.histogram_steps:
             return
-        if c.histogram_every_steps:
+        if c.histogram_every_steps and steps < c.histogram_every_steps:
             asked = f"histogram_every_steps is {c.histogram_every_steps}"
-            fix = "lower histogram_every_steps"
-        else:
+            ran, fix = f"{steps} step(s)", "lower histogram_every_steps"
+        elif c.histogram_interval and epochs < c.histogram_interval:
             asked = f"histogram_interval is {c.histogram_interval} epoch(s)"
-            fix = "lower histogram_interval"
+            ran, fix = f"{epochs} epoch(s)", "lower histogram_interval"
+        else:
+            return
         self._warn(
             "no_hist",
-            f"no histogram written: {asked} but training ended after {steps} step(s); {fix} "
-            "(a config naming collect_specified_data without an interval collects them "
+            f"no histogram written: {asked} but training ended after {ran}; {fix} (a "
+            "config naming collect_specified_data without an interval collects them "
             "every collect_freq steps)",
         )
 
