@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel
 
 from mindwatch.config import AlertSettings, CheckpointSettings, ConfigError, MonitorConfig
+from mindwatch.metrics.derived import DERIVED_TAGS
 
 PAGE = Path(__file__).with_name("config.md")
 
@@ -27,7 +29,7 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"step_interval": -5}, "MindFormers' name for collect_freq, negative"),
     ({"flush_sec": 2}, "misspelt key"),
     ({"sumary_dir": "runs/exp"}, "misspelt alias of logdir"),
-    ({"collect_specified_data": ["inputs"]}, "blows device memory; MindSpore accepts it"),
+    ({"collect_specified_data": ["weights"]}, "not an item mindwatch collects"),
     ({"target": ["layers.[0"]}, "not a regular expression"),
     ({"flush_secs": 0}, "a flush delay must be positive"),
     ({"max_file_size": 100}, "rotation below 1 KiB would make a file per event"),
@@ -76,6 +78,69 @@ def _rule_sections() -> list[str]:
     return out
 
 
+def _warnings_of(data: dict[str, Any]) -> tuple[MonitorConfig, list[str]]:
+    """The config ``data`` builds, and the warnings it logs while doing so."""
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger = logging.getLogger("mindwatch")
+    handler, level = Keep(logging.WARNING), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        config = MonitorConfig.from_dict(data)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return config, seen
+
+
+def _asked_and_got() -> list[str]:
+    seed = {"collect_freq": 50, "collect_specified_data": ["parameters", "gradients"]}
+    paced = MonitorConfig.from_dict(seed).histogram_every_steps
+    default = MonitorConfig.from_dict({"histograms_of": ["parameters"]}).histogram_every_steps
+    heavy = {"collect_specified_data": ["parameters", "gradients", "inputs", "outputs"]}
+    config, warnings = _warnings_of(heavy)
+    derived = ", ".join(f"`{tag}`" for tag in sorted(DERIVED_TAGS))
+    return [
+        "## What a config asks for, and what it gets",
+        "",
+        "A config that names something to collect gets it, or is told once why not and",
+        "how to get it.",
+        "",
+        f"- **Histograms named without an interval.** `{json.dumps(seed)}` (seed 000's",
+        "  choice, with no `histogram_interval` or `histogram_every_steps`) collects them",
+        "  as MindSpore's `SummaryCollector` does, every `collect_freq` steps: here",
+        f"  `histogram_every_steps` = {paced}. Without `collect_freq` either, every {default}",
+        "  steps (`SummaryCollector`'s default). Give either interval, or",
+        "  `histogram_every_steps: null`, to choose otherwise. A run that ends before its",
+        "  first histogram is due is told so when it ends, with the interval to lower;",
+        "  gradient histograms in dataset sink mode (callbacks never see the batch) are",
+        "  skipped with one warning.",
+        f"- **Items that cannot be collected.** `{json.dumps(heavy)}` starts, collecting",
+        f"  `{json.dumps(config.histograms_of)}`, with one warning:",
+        "",
+        "  ```",
+        *[f"  {line}" for w in warnings for line in w.splitlines()],
+        "  ```",
+        "",
+        "- **The gradient norm.** A train cell that returns none (MindSpore's",
+        "  `TrainOneStepCell` under a plain `Model(net, loss_fn, optimizer)`, a loss-scale",
+        "  cell, MindFormers without `use_clip_grad`) gives no `train/grad_norm`; the",
+        "  MindSpore callback says so once, at the first step, with the fix for that cell:",
+        "  `mindwatch.mindspore.build_model(net, loss_fn, optimizer)` for the plain `Model`",
+        "  (README, *With Model.train*, shows the warning and what the norm costs).",
+        "- **One point per tag per step.** A value logged under a tag mindwatch derives",
+        f"  ({derived}) is written instead of the derived one, also after the reduction",
+        "  across ranks; from the first step it is logged on, mindwatch stops deriving that",
+        "  tag, so a value logged every few steps does not alternate with mindwatch's own.",
+        "",
+    ]
+
+
 def render() -> str:
     out = [
         "# Configuration reference",
@@ -91,6 +156,7 @@ def render() -> str:
         "|---|---|---|",
         *_fields(MonitorConfig),
         "",
+        *_asked_and_got(),
         "## `checkpoint`",
         "",
         "| key | default | meaning |",

@@ -260,7 +260,7 @@ def test_perplexity_and_tokens_per_sample(tmp_path: Path) -> None:
 
 
 def test_the_seeds_monitor_config_works_as_it_is(caplog: pytest.LogCaptureFixture) -> None:
-    seeds = {  # the seeds' template, minus inputs/outputs (refused: GBs of device memory)
+    seeds = {  # seed 000's monitor_config (section 3.2), verbatim
         "summary_dir": "./summary/bert_base_zh",
         "save_graphs": True,
         "save_graphs_path": "./graph",
@@ -274,11 +274,49 @@ def test_the_seeds_monitor_config_works_as_it_is(caplog: pytest.LogCaptureFixtur
         config = MonitorConfig.from_dict(seeds)
     assert (config.logdir, config.collect_freq) == ("./summary/bert_base_zh", 20)
     assert config.histograms_of == ["parameters", "gradients"]
+    # Named without an interval: collected at collect_freq, as SummaryCollector does.
+    assert (config.histogram_every_steps, config.histogram_interval) == (20, None)
     (note,) = [r.getMessage() for r in caplog.records if "accepted but not used" in r.getMessage()]
     assert "save_graphs: a MindSpore context option" in note
     assert "export_kwargs" in note
-    with pytest.raises(ConfigError, match="costs GBs of device memory"):
-        MonitorConfig.from_dict({**seeds, "collect_specified_data": ["parameters", "inputs"]})
+
+
+def test_collect_specified_data_gets_what_it_names_or_says_why_not_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def build(**data: object) -> MonitorConfig:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="mindwatch"):
+            return MonitorConfig.from_dict(data)
+
+    # The seeds' first template also names inputs and outputs: the run starts, with the
+    # two items dropped and one warning naming the key and the fix.
+    config = build(collect_specified_data=["parameters", "gradients", "inputs", "outputs"])
+    assert config.histograms_of == ["parameters", "gradients"]
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "collect_specified_data: 'inputs' and 'outputs' not collected" in warning
+    assert "Remove 'inputs' and 'outputs' from collect_specified_data" in warning
+    assert config.histogram_every_steps == 10  # SummaryCollector's default collect_freq
+    assert build(histograms_of=["outputs"]).histograms_of == []
+    assert "histograms_of: 'outputs' not collected" in caplog.records[0].getMessage()
+    assert build(histograms_of=["outputs"]).histogram_every_steps is None  # nothing to pace
+
+    # An interval given (even null: off) is the user's choice; collect_freq's aliases count.
+    assert (
+        build(collect_specified_data=["parameters"], histogram_interval=2).histogram_every_steps
+        is None
+    )
+    assert (
+        build(histograms_of=["gradients"], histogram_every_steps=None).histogram_every_steps is None
+    )
+    assert build(histograms_of=["gradients"], step_interval=7).histogram_every_steps == 7
+    assert not caplog.records
+    assert MonitorConfig.from_dict({}).histogram_every_steps is None  # not named: none
+    with pytest.raises(ConfigError, match="collect_freq") as info:
+        MonitorConfig.from_dict({"histograms_of": ["parameters"], "collect_freq": 0})
+    assert "histogram_every_steps" not in str(info.value)  # one error, about the real key
+    with pytest.raises(ConfigError, match="'weights'"):
+        MonitorConfig.from_dict({"collect_specified_data": ["weights"]})  # a typo is an error
 
 
 def test_one_setting_under_two_names_is_refused() -> None:

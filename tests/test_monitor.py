@@ -56,6 +56,58 @@ def test_log_step_writes_namespaced_tags_and_derived_perf(tmp_path: Path) -> Non
         assert tps == pytest.approx(128 * sps, rel=1e-5)
 
 
+# A value logged under a tag mindwatch derives, and what it takes to derive that tag.
+OWN_VALUES = [
+    ("perf/step_time_ms", {}, {}),
+    ("perf/samples_per_s", {"samples": 32}, {}),
+    ("perf/tokens_per_s", {"samples": 32, "tokens": 4096}, {}),
+    ("perf/tflops_per_device", {"samples": 32}, {"flops_per_sample": 3e9}),
+    ("perf/mfu", {"samples": 32}, {"flops_per_sample": 3e9, "peak_tflops": 100.0}),
+    ("train/perplexity", {}, {"perplexity": True}),
+]
+
+
+@pytest.mark.parametrize(("tag", "counts", "config"), OWN_VALUES, ids=[t for t, _, _ in OWN_VALUES])
+def test_a_value_logged_under_a_derived_tag_is_the_one_point_of_its_step(
+    tmp_path: Path, tag: str, counts: dict[str, float], config: dict[str, object]
+) -> None:
+    with Monitor(tmp_path / "derived", {"print_every": 0, **config}) as mon:
+        for step in range(1, 11):
+            mon.log_step(step, loss=0.5, **counts)
+    derived = set(scalars(tmp_path / "derived"))
+    assert tag in derived  # mindwatch derives it with this setup...
+
+    with Monitor(tmp_path / "own", {"print_every": 0, **config}) as mon:
+        for step in range(1, 11):
+            mon.log_step(step, loss=0.5, **counts, **{tag: 6.4})
+    read = scalars(tmp_path / "own")
+    # ... and the caller's value replaces it: one point per step, theirs.
+    assert read[tag] == [(s, pytest.approx(6.4)) for s in range(1, 11)]
+    assert set(read) == derived  # the other derived tags are still written
+    for other in derived - {tag}:
+        assert [s for s, _ in read[other]] == list(range(1, 11))
+
+
+def test_a_derived_tag_logged_every_few_steps_is_no_longer_derived_in_between(
+    tmp_path: Path,
+) -> None:
+    """MindFormers' own step time, passed when it prints (every 5 steps): one curve of
+    its values, not theirs alternating with mindwatch's."""
+    with Monitor(tmp_path, {"print_every": 0, "tag_style": "mindformers"}) as mon:
+        for step in range(1, 21):
+            own = {"perf/step_time_ms": 6.4} if step % 5 == 0 else {}
+            mon.log_step(step, loss=0.5, samples=8, **own)
+    read = scalars(tmp_path)
+    # Steps 1-4 come before the first value the caller logged: mindwatch's own.
+    assert [s for s, _ in read["perf/step_time_ms"]] == [1, 2, 3, 4, 5, 10, 15, 20]
+    assert [v for s, v in read["perf/step_time_ms"] if s >= 5] == [pytest.approx(6.4)] * 4
+    assert [s for s, _ in read["perf/samples_per_s"]] == list(range(1, 21))
+    # MindFormers' iteration-time shows the caller's step time too, once per step.
+    iteration = dict(read["iteration-time"])
+    assert [iteration[s] for s in (5, 10, 15, 20)] == [pytest.approx(6.4)] * 4
+    assert len(read["iteration-time"]) == len(iteration)
+
+
 def test_step_clock_shares_an_interval_among_the_steps_it_covers() -> None:
     now = [100.0]
     clock = StepClock(clock=lambda: now[0])

@@ -274,7 +274,10 @@ class Monitor:
             reduce: how some of these values combine across ranks, e.g.
                 ``{"accuracy": "mean", "memory_mb": "per_rank"}`` (see :meth:`declare`).
             **scalars: more values; ``name`` becomes ``train/name``, a name containing
-                ``/`` is used as the tag unchanged.
+                ``/`` is used as the tag unchanged. A value under a tag mindwatch derives
+                (``perf/step_time_ms``, ``perf/samples_per_s``, ``train/perplexity``, ...)
+                is written instead of the derived one, which from then on is no longer
+                derived: one point per tag per step.
 
         Under reduction across ranks the step's values are buffered and written, reduced,
         when the interval completes (``aggregate_every``); every rank must log the same

@@ -498,3 +498,34 @@ def test_perplexity_of_reduced_steps_is_exp_of_the_reduced_loss_once(tmp_path: P
     for rank in (0, 1):  # each rank's own folder: its own loss's perplexity, once per step
         own = scalars(tmp_path / f"rank_{rank}")["train/perplexity"]
         assert own == [(s, pytest.approx(math.exp(1.0 + rank))) for s in range(1, 11)]
+
+
+def test_values_logged_under_derived_tags_replace_them_before_and_after_reduction(
+    tmp_path: Path,
+) -> None:
+    """One point per tag per step under reduction too: each rank's own step time and
+    throughput are reduced as the built-ins declare (max, sum), the caller's perplexity
+    (mean) replaces exp of the reduced loss."""
+
+    def body(mon: Monitor, rank: int) -> None:
+        for step in range(1, 11):
+            own = {
+                "perf/step_time_ms": 6.0 + rank,
+                "perf/samples_per_s": 100.0 * (rank + 1),
+                "train/perplexity": 3.0 + rank,
+            }
+            mon.log_step(step, loss=1.0, samples=8, **own)
+        mon.close()
+
+    config = {"aggregate_every": 5, "perplexity": True, "per_rank": True}
+    run_ranks(2, tmp_path, body, config=config)
+    read = scalars(tmp_path)
+    steps = list(range(1, 11))
+    assert read["perf/step_time_ms"] == [(s, pytest.approx(7.0)) for s in steps]
+    assert read["perf/samples_per_s"] == [(s, pytest.approx(300.0)) for s in steps]
+    assert read["train/perplexity"] == [(s, pytest.approx(3.5)) for s in steps]
+    assert read["ranks/step_time_ms_min"] == [(s, pytest.approx(6.0)) for s in steps]
+    for rank in (0, 1):
+        own = scalars(tmp_path / f"rank_{rank}")
+        assert own["perf/step_time_ms"] == [(s, pytest.approx(6.0 + rank)) for s in steps]
+        assert own["train/perplexity"] == [(s, pytest.approx(3.0 + rank)) for s in steps]

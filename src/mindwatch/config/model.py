@@ -193,20 +193,27 @@ class MonitorConfig(BaseModel):
         ge=1,
         description="Every this many epochs (at the epoch's last step), write histograms of "
         "the chosen parameters and gradients (TensorBoard's HISTOGRAMS and DISTRIBUTIONS "
-        "tabs). None: off.",
+        "tabs). None: off, unless the config names histograms_of / collect_specified_data "
+        "(see histogram_every_steps).",
     )
     histogram_every_steps: Optional[int] = Field(
         default=None,
         ge=1,
-        description="The same, every this many steps instead of epochs.",
+        description="The same, every this many steps instead of epochs. A config that names "
+        "histograms_of / collect_specified_data and neither interval gets histograms every "
+        "collect_freq steps, as SummaryCollector collects them (every 10 steps, its "
+        "default, when collect_freq is not given either); set either interval, or "
+        "histogram_every_steps: null, to choose otherwise.",
     )
     histograms_of: list[HistogramKind] = Field(
         default_factory=lambda: list(_HISTOGRAM_KINDS),
         validation_alias=AliasChoices("histograms_of", "collect_specified_data"),
         description="What the histograms show (alias: collect_specified_data). Gradient "
         "histograms cost one extra forward and backward pass of the recorded step's batch, "
-        "on recorded steps only, at the weights after that step's update. Inputs and "
-        "outputs are not collected: they cost GBs of device memory.",
+        "on recorded steps only, at the weights after that step's update (not in dataset "
+        "sink mode, where callbacks never see the batch: one warning says so). 'inputs' and "
+        "'outputs' (SummaryCollector's) are dropped with one warning: they cost GBs of "
+        "device memory.",
     )
     perplexity: bool = Field(
         default=False,
@@ -329,7 +336,7 @@ class MonitorConfig(BaseModel):
                     f"'{given[field]}' and '{key}' are the same setting ({field}); keep one"
                 )
             given[field] = key
-        return data
+        return _histograms_as_named(data, given)
 
     @field_validator("collect_freq", mode="before")
     @classmethod
@@ -350,19 +357,6 @@ class MonitorConfig(BaseModel):
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError("must be 'auto', 0 (no reduction) or a number of steps >= 1")
-        return value
-
-    @field_validator("histograms_of", mode="before")
-    @classmethod
-    def _no_inputs_outputs(cls, value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
-            heavy = [v for v in value if v in ("inputs", "outputs")]
-            if heavy:
-                raise ValueError(
-                    f"{heavy} cannot be collected: a histogram of every step's inputs or "
-                    "outputs costs GBs of device memory (the seeds measured +1.2 GB on "
-                    "ResNet-50); use ['parameters', 'gradients']"
-                )
         return value
 
     @field_validator("target")
@@ -473,3 +467,58 @@ _FOREIGN_KEYS = {
     "save_graphs_path": "a MindSpore context option (ms.set_context), not a monitoring one",
     "export_kwargs": "model export is not part of monitoring",
 }
+
+
+# SummaryCollector's own default collect_freq: the pace of the histograms it collects
+# when a config names them (collect_specified_data) and gives no interval at all.
+SUMMARY_COLLECTOR_FREQ = 10
+_NOT_COLLECTED = ("inputs", "outputs")
+
+
+def _histograms_as_named(data: dict[str, Any], given: Mapping[str, str]) -> dict[str, Any]:
+    """A config that names what to collect (``collect_specified_data`` /
+    ``histograms_of``) gets it, or is told why not, once:
+
+    * with no ``histogram_interval`` or ``histogram_every_steps``, the histograms are
+      collected every ``collect_freq`` steps, SummaryCollector's meaning (its default,
+      10, when collect_freq is not given either);
+    * ``inputs`` and ``outputs`` (SummaryCollector's heavy items) are dropped with one
+      warning naming the key and the fix.
+    """
+    key = given.get("histograms_of")
+    if key is None:
+        return data
+    named = data[key]
+    if isinstance(named, (list, tuple)):
+        dropped = [item for item in named if item in _NOT_COLLECTED]
+        if dropped:
+            kept = [item for item in named if item not in _NOT_COLLECTED]
+            log.warning(
+                "mindwatch: %s: %s not collected: a histogram of every step's inputs or "
+                "outputs costs GBs of device memory (the seeds measured +1.2 GB on "
+                "ResNet-50); collecting %s. Remove %s from %s to silence this.",
+                key,
+                " and ".join(repr(item) for item in dropped),
+                kept or "nothing",
+                " and ".join(repr(item) for item in dropped),
+                key,
+            )
+            data = {**data, key: kept}
+            named = kept
+    paced = "histogram_interval" in given or "histogram_every_steps" in given
+    if paced or not named:
+        return data
+    freq_key = given.get("collect_freq")
+    freq = data[freq_key] if freq_key is not None else SUMMARY_COLLECTOR_FREQ
+    if isinstance(freq, str) and freq.strip().isdigit():
+        freq = int(freq)
+    if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
+        return data  # collect_freq's own error says what is wrong
+    log.info(
+        "mindwatch: %s without histogram_interval or histogram_every_steps: histograms "
+        "every %d steps (%s, as MindSpore's SummaryCollector does)",
+        key,
+        freq,
+        f"{freq_key}" if freq_key is not None else "SummaryCollector's default collect_freq",
+    )
+    return {**data, "histogram_every_steps": freq}

@@ -7,6 +7,10 @@ A step arrives with its raw counts: the wall time the step(s) took (``timing``, 
 ``perf/tokens_per_s``, ``perf/tflops_per_device`` and ``perf/mfu``. Under data
 parallelism this runs per rank, before the reduction; :func:`perplexity` runs after it,
 on the (reduced) loss.
+
+:data:`DERIVED_TAGS` are the tags derived here. A value the caller logs under one of them
+is the one written: from that step on, the derived value of that tag is not (one point
+per tag per step; see :class:`~mindwatch.metrics.steps.LocalSteps`).
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from typing import Optional
 from mindwatch.metrics.flops import mfu, tflops
 from mindwatch.metrics.tags import TAGS
 
-__all__ = ["StepRates", "Timing", "Values", "perplexity", "with_perplexity"]
+__all__ = ["DERIVED_TAGS", "StepRates", "Timing", "Values", "perplexity", "with_perplexity"]
 
 _MAX_EXP = 709.0  # math.exp overflows beyond this
 _LOSS, _PERPLEXITY = TAGS["loss"], TAGS["perplexity"]
 _STEP_TIME, _SAMPLES, _TOKENS = TAGS["step_time_ms"], TAGS["samples_per_s"], TAGS["tokens_per_s"]
 _TFLOPS, _MFU = TAGS["tflops_per_device"], TAGS["mfu"]
+DERIVED_TAGS = frozenset((_STEP_TIME, _SAMPLES, _TOKENS, _TFLOPS, _MFU, _PERPLEXITY))
 
 Values = list[tuple[str, float]]
 Timing = tuple[float, int]  # (seconds, steps) since the previous recorded step

@@ -6,13 +6,20 @@ but not rearranged, in a :data:`Logged` tuple (cheap on the training thread).
 namespaced tags, plus the rates derived from the step's timing, perplexity, and the
 count of non-finite values. The pipeline's thread does this for a single process; under
 data parallelism the aggregator does it before reducing, so each rank derives its own.
+
+One point per tag per step: a value the caller logs under a tag mindwatch derives
+(``perf/step_time_ms``, ``perf/samples_per_s``, ``train/perplexity``, ...:
+:data:`~mindwatch.metrics.derived.DERIVED_TAGS`) is written instead of the derived one,
+and from the first step it is logged on mindwatch stops deriving that tag, so a value
+logged only every few steps does not alternate with mindwatch's own in one curve. The
+check costs nothing per step: a tag is looked up once, the first time its key is seen.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from mindwatch.metrics.derived import StepRates, Timing, Values, with_perplexity
+from mindwatch.metrics.derived import DERIVED_TAGS, StepRates, Timing, Values, with_perplexity
 from mindwatch.metrics.tags import TAGS, tag_for
 from mindwatch.metrics.values import NonFiniteCounter
 
@@ -42,6 +49,7 @@ Logged = tuple[
 Row = tuple[int, float, Values, Optional[float], Optional[float], Any]
 
 _LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
+_PERPLEXITY = TAGS["perplexity"]
 
 
 def logged_points(logged: Logged) -> int:
@@ -52,15 +60,19 @@ def logged_points(logged: Logged) -> int:
 
 class LocalSteps:
     """A rank's step as logged -> its own values: the logged ones under their tags, the
-    rates derived from its timing, and (``perplexity``) ``train/perplexity``; non-finite
-    values are counted. Used by one thread at a time (the pipeline's, or the training
-    thread under reduction); the counter locks, and the rates' FLOPs count is one
-    attribute."""
+    rates derived from its timing, and (``perplexity``) ``train/perplexity``, except
+    the derived tags the caller logs itself (:attr:`provided`); non-finite values are
+    counted. Used by one thread at a time (the pipeline's, or the training thread under
+    reduction); the counter locks, and the rates' FLOPs count and :attr:`provided` are
+    one attribute each (another thread may read them)."""
 
     def __init__(self, rates: StepRates, counter: NonFiniteCounter, *, perplexity: bool) -> None:
         self.rates = rates
         self.counter = counter
         self.perplexity = perplexity
+        # Derived tags the caller has logged: theirs are written, these are no longer
+        # derived. Replaced, never changed in place, so another thread reads it safely.
+        self.provided: frozenset[str] = frozenset()
         self._tags: dict[str, str] = {}
 
     def __call__(self, logged: Logged) -> Row:
@@ -79,10 +91,16 @@ class LocalSteps:
                 tag = tags.get(key)
                 if tag is None:
                     tag = tags[key] = tag_for(key)
+                    if tag in DERIVED_TAGS:  # once per key, not per step
+                        self.provided = self.provided | {tag}
                 append((tag, value))
         rates = self.rates
-        values += rates.derive(timing, samples, rates.tokens(samples, tokens))
-        if self.perplexity:
+        derived = rates.derive(timing, samples, rates.tokens(samples, tokens))
+        provided = self.provided
+        if provided:
+            derived = [pair for pair in derived if pair[0] not in provided]
+        values += derived
+        if self.perplexity and _PERPLEXITY not in provided:
             values = with_perplexity(values)
         self.counter.count(values)
         return step, wall, values, samples, tokens, None

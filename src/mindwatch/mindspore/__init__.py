@@ -12,6 +12,8 @@ it, and an Ascend user's own MindSpore build is used as installed.
   update_time)`` callback, a thin front over ``TrainingMonitor``.
 * :func:`build_callbacks` - the callbacks a config describes (monitor, checkpoints), in
   the order that works.
+* :func:`build_model` - ``Model(net, loss_fn, optimizer)`` whose train cell also returns
+  the gradient norm.
 * :class:`MindSporeCollective` - MindSpore's all-gather, for ``mindwatch.Monitor(...,
   collective=...)`` in a custom data-parallel loop (``TrainingMonitor`` uses it itself).
 """
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from mindwatch.mindspore.callback import TensorBoard, TrainingMonitor
     from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
     from mindwatch.mindspore.collective import MindSporeCollective
+    from mindwatch.mindspore.model import build_model
 
 __all__ = [
     "MindSporeCollective",
@@ -33,6 +36,7 @@ __all__ = [
     "TrainOneStepWithGradNormCell",
     "TrainingMonitor",
     "build_callbacks",
+    "build_model",
 ]
 
 _LAZY = {
@@ -40,6 +44,7 @@ _LAZY = {
     "TensorBoard": "mindwatch.mindspore.callback",
     "TrainOneStepWithGradNormCell": "mindwatch.mindspore.cells",
     "build_callbacks": "mindwatch.mindspore.build",
+    "build_model": "mindwatch.mindspore.model",
     "MindSporeCollective": "mindwatch.mindspore.collective",
 }
 

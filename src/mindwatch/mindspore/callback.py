@@ -78,6 +78,7 @@ from mindwatch.mindspore.collective import (
 from mindwatch.mindspore.flops import device_peak_tflops, graph_flops_per_step
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
+from mindwatch.mindspore.model import grad_norm_hint
 from mindwatch.mindspore.outputs import OutputLayout, output_layout, unpack_outputs
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
@@ -389,6 +390,17 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             self.monitor.set_total_steps(self._total)
         if self.eval_every:
             self._next_eval = (base // self.eval_every + 1) * self.eval_every
+        self._guarded("grad norm", lambda: self._tell_missing_grad_norm(cb))
+
+    def _tell_missing_grad_norm(self, cb: Any) -> None:
+        """Once, at the first step: a train cell that returns no gradient norm gives no
+        ``train/grad_norm`` (nor the rules on it); say how to get one."""
+        if not self.monitor.writes_shared:
+            return  # rank 0 says it for the job
+        outputs = cb.get("net_outputs")
+        if outputs is None or "grad_norm" in unpack_outputs(outputs, self._layout):
+            return
+        self._warn_once("grad_norm", grad_norm_hint(self._layout.kind, cb.get("train_network")))
 
     def _recount_total(self, cb: Any, step: int) -> None:
         """A step beyond the total announced at train begin: ``epoch_num x batch_num``
@@ -556,9 +568,14 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
     def on_train_end(self, run_context: Any) -> None:
         # The verdicts on the last steps first, while their checkpoints exist (this
         # callback runs before ModelCheckpoint's own end): a last-stable checkpoint.
-        self._guarded("controls", lambda: self._actions.finish(self.monitor))
         if self._monitor is None:
             return  # training ended before its first epoch: nothing was logged
+        self._guarded("controls", lambda: self._actions.finish(self.monitor))
+        if self._layers.active and self.monitor.writes_shared:
+            base = self._start_step + (self._step_offset or 0)
+            steps = max(0, (self._prev_step or base) - base)
+            epochs = int(run_context.original_args().get("cur_epoch_num") or 0)
+            self._guarded("histograms", lambda: self._layers.tell_missing_histograms(steps, epochs))
         # Our own monitor is closed (files complete, run.json finished); one the caller
         # passed in stays open for them to keep logging to, and is only flushed.
         if self._owns_monitor:
@@ -619,7 +636,8 @@ class TensorBoard(TrainingMonitor):
     Args:
         log_dir: the run folder.
         histogram_interval: write parameter and gradient histograms every this many
-            epochs (None: none).
+            epochs (None: none, unless ``collect_specified_data`` names them: then every
+            ``collect_freq`` steps).
         update_time: longest delay, in seconds, before logged values reach the disk.
         **options: any other :class:`~mindwatch.MonitorConfig` key (``target``,
             ``layer_norms_every``, ``collect_freq``, ...).
@@ -634,10 +652,8 @@ class TensorBoard(TrainingMonitor):
         update_time: float = 2.0,
         **options: Any,
     ) -> None:
-        config = {
-            "logdir": os.fspath(log_dir),
-            "histogram_interval": histogram_interval,
-            "flush_secs": update_time,
-            **options,
-        }
+        config: dict[str, Any] = {"logdir": os.fspath(log_dir), "flush_secs": update_time}
+        if histogram_interval is not None:  # else collect_specified_data paces them
+            config["histogram_interval"] = histogram_interval
+        config.update(options)
         super().__init__(config)

@@ -62,7 +62,7 @@ class TrainOneStepWithGradNormCell(nn.TrainOneStepCell):  # type: ignore[misc]
         clip_grad_norm: when set, gradients are scaled by ``clip / max(norm, clip)``
             (clip by global norm, the rule of ``ops.clip_by_global_norm``) before the
             optimizer; the returned norm is the one before clipping.
-        sens: loss scale for the backward pass, as in ``nn.TrainOneStepCell``.
+        sens: loss scale for the backward pass, as in ``nn.TrainOneStepCell`` (None: none).
         layer_norms: also return the squared norm of every gradient, in the order of
             ``self.weights``, as one 1-d tensor: ``(loss, grad_norm, squared_norms)``.
             They are the terms the global norm already sums, so the graph does no
@@ -78,7 +78,7 @@ class TrainOneStepWithGradNormCell(nn.TrainOneStepCell):  # type: ignore[misc]
         optimizer: nn.Optimizer,
         *,
         clip_grad_norm: Optional[float] = None,
-        sens: float = 1.0,
+        sens: Optional[float] = 1.0,
         layer_norms: bool = False,
     ) -> None:
         super().__init__(network, optimizer, sens=sens)

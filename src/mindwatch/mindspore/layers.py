@@ -79,6 +79,7 @@ class LayerRecorder:
         self._param_due = Every(config.param_norm_every)
         self._hist_due = Every(config.histogram_every_steps)
         self._states: list[tuple[str, dict[str, Any]]] = []
+        self.histogram_steps = 0  # steps whose histograms were written
 
     @property
     def active(self) -> bool:
@@ -124,6 +125,28 @@ class LayerRecorder:
                 f"target {self.config.target} (invert={self.config.invert}) matches none "
                 f"of the {len(self._names)} parameters",
             )
+
+    def tell_missing_histograms(self, steps: int, epochs: int) -> None:
+        """At the end of training: histograms were asked for, and none came because the
+        run was shorter than their interval; say so, with the fix. (Other reasons, a
+        ``target`` matching nothing, were told when they arose.)"""
+        c = self.config
+        if self.histogram_steps:
+            return
+        if c.histogram_every_steps and steps < c.histogram_every_steps:
+            asked = f"histogram_every_steps is {c.histogram_every_steps}"
+            ran, fix = f"{steps} step(s)", "lower histogram_every_steps"
+        elif c.histogram_interval and epochs < c.histogram_interval:
+            asked = f"histogram_interval is {c.histogram_interval} epoch(s)"
+            ran, fix = f"{epochs} epoch(s)", "lower histogram_interval"
+        else:
+            return
+        self._warn(
+            "no_hist",
+            f"no histogram written: {asked} but training ended after {ran}; {fix} (a "
+            "config naming collect_specified_data without an interval collects them "
+            "every collect_freq steps)",
+        )
 
     def histograms_due(self, step: int) -> bool:
         return self._hist_due(step)
@@ -192,6 +215,7 @@ class LayerRecorder:
     def _histograms(self, monitor: Monitor, step: int, loss_net: Any, batch: Any) -> None:
         kinds = self.config.histograms_of
         chosen = [self._params[i] for i in self._chosen]
+        self.histogram_steps += bool(chosen and kinds)
         if "parameters" in kinds:
             for param in chosen:
                 monitor.log_histogram(f"parameters/{param.name}", param.asnumpy(), step)
@@ -200,7 +224,9 @@ class LayerRecorder:
                 self._warn(
                     "grad_hist",
                     "gradient histograms need the step's batch, which MindSpore does not "
-                    "pass to callbacks in dataset sink mode; only parameters are shown",
+                    "pass to callbacks in dataset sink mode; only parameters are shown. "
+                    "Train with dataset_sink_mode=False to get them, or set histograms_of: "
+                    "[parameters] to silence this",
                 )
                 return
             if self._grad_fn is None:

@@ -37,6 +37,7 @@ from mindwatch.alerts import Alert, Control
 from mindwatch.common.warn import WarnOnce
 from mindwatch.metrics.derived import Values, with_perplexity
 from mindwatch.metrics.steps import LocalSteps, logged_points
+from mindwatch.metrics.tags import TAGS
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.sinks import SinkGroup
 from mindwatch.sinks.items import EvalValues, Histogram, Item, Scalars, StepValues
@@ -57,6 +58,7 @@ MAIN, RANK, BOTH = 0, 1, 2  # routes
 STEP, EVAL, ITEM, ALERT, IDS = "step", "eval", "item", "alert", "ids"
 SETTING, FAILED, SINK, BARRIER, STOP = "setting", "failed", "sink", "barrier", "stop"
 
+_PERPLEXITY = TAGS["perplexity"]
 PERIOD = 0.1  # longest wait before queued records are processed (seconds)
 _HIGH_WATER = 1024  # wake the thread early once this many records wait
 # Records processed per hold of the GIL: a tight training loop waits at most about a
@@ -265,8 +267,8 @@ class Pipeline:
             self._main_step(step, values, wall, samples)
         elif kind == STEP:
             _, route, step, values, wall, samples = entry
-            if self.perplexity:
-                values = with_perplexity(values)
+            if self.perplexity and _PERPLEXITY not in self.local.provided:
+                values = with_perplexity(values)  # the caller's own, when logged, instead
             if route == MAIN:
                 self._main_step(step, values, wall, samples)
             elif self.rank:
