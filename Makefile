@@ -19,7 +19,7 @@ export GLOG_v ?= 3
 # the tests that need them are reported as skipped.
 SYSDEPS ?= auto
 SYSDEPS_PKGS := chromium chromium-driver poppler-utils
-SYSDEPS_BIN  := chromium pdftoppm
+SYSDEPS_BIN  := chromium chromedriver pdftoppm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

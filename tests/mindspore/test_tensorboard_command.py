@@ -151,7 +151,10 @@ def visible_cards(page: chromedriver.Browser, prefix: str) -> list[dict[str, Any
     return list(page.run(FIRST_CARD, prefix))
 
 
-@pytest.mark.skipif(not chromedriver.available(), reason="needs chromium and chromedriver")
+@pytest.mark.skipif(
+    not chromedriver.available(),
+    reason="needs chromium and chromedriver: apt-get install chromium chromium-driver",
+)
 def test_chromium_shows_the_training_loss_as_the_first_chart(
     board: tuple[str, list[str]], tmp_path: Path
 ) -> None:
