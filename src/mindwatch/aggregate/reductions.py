@@ -229,6 +229,6 @@ def _spread(values: Floats, present: Mask) -> Floats:
         bad = present & ~np.isfinite(values)
         ranked = np.where(present & np.isfinite(values), values, -np.inf)
         argmax = np.where(bad.any(axis=0), np.argmax(bad, axis=0), np.argmax(ranked, axis=0))
-    out = np.stack([low, high, mean, std, argmax.astype(np.float64)])
+    out: npt.NDArray[np.float64] = np.stack([low, high, mean, std, argmax.astype(np.float64)])
     out[:, count == 0] = np.nan
     return out

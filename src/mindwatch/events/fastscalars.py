@@ -15,7 +15,7 @@ protobuf decoder, as is every record of any other kind. Nothing is guessed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -89,8 +89,11 @@ def _layout(payload: bytes) -> Optional[_Layout]:
 
 
 def _columns(
-    rows: np.ndarray, index: np.ndarray, layout: _Layout, tag_index: dict[str, int]
-) -> tuple[np.ndarray, ...]:
+    rows: np.ndarray[Any, Any],
+    index: np.ndarray[Any, Any],
+    layout: _Layout,
+    tag_index: dict[str, int],
+) -> tuple[np.ndarray[Any, Any], ...]:
     """(record, position, tag, step, wall, value) of a byte matrix of one layout."""
     walls = np.ascontiguousarray(rows[:, 1:9]).view("<f8").ravel()
     step_bytes = rows[:, layout.step_at : layout.step_at + layout.step_len].astype(np.int64)
@@ -118,7 +121,7 @@ def decode_uniform_groups(payloads: list[bytes]) -> Decoded:
     by_length: dict[int, list[int]] = {}
     for i, payload in enumerate(payloads):
         by_length.setdefault(len(payload), []).append(i)
-    parts: list[tuple[np.ndarray, ...]] = []
+    parts: list[tuple[np.ndarray[Any, Any], ...]] = []
     tag_index: dict[str, int] = {}
     for length, members in by_length.items():
         if len(members) < _MIN_GROUP:

@@ -11,7 +11,7 @@ Damage raises :class:`WireError`; callers skip the record.
 from __future__ import annotations
 
 import struct
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -158,7 +158,7 @@ def float32(value: Raw) -> float:
     return result
 
 
-def _packed(values: list[Raw], width: int, dtype: str) -> np.ndarray:
+def _packed(values: list[Raw], width: int, dtype: str) -> np.ndarray[Any, Any]:
     """A repeated fixed-width field, packed (one bytes value) or not (one per element)."""
     blob = b"".join(v for v in values if isinstance(v, bytes))
     if len(blob) % width or len(blob) != sum(len(v) for v in values if isinstance(v, bytes)):
@@ -168,12 +168,12 @@ def _packed(values: list[Raw], width: int, dtype: str) -> np.ndarray:
     return np.frombuffer(blob, dtype=dtype)
 
 
-def floats(msg: Fields, number: int) -> np.ndarray:
+def floats(msg: Fields, number: int) -> np.ndarray[Any, Any]:
     """A ``repeated float`` field as a float32 array."""
     return _packed(msg.get(number, []), 4, "<f4")
 
 
-def doubles(msg: Fields, number: int) -> np.ndarray:
+def doubles(msg: Fields, number: int) -> np.ndarray[Any, Any]:
     """A ``repeated double`` field as a float64 array."""
     return _packed(msg.get(number, []), 8, "<f8")
 

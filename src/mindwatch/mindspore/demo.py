@@ -45,7 +45,7 @@ def _mindspore() -> Any:
     return ms
 
 
-def make_data(samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def make_data(samples: int, seed: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Ten noisy Gaussian clusters in 64 dimensions (the same centres for every seed)."""
     centres = np.random.default_rng(1234).normal(size=(CLASSES, FEATURES)).astype(np.float32)
     rng = np.random.default_rng(seed)
@@ -64,7 +64,7 @@ def make_dataset(
     features, labels = make_data(samples, seed)
 
     class Source:
-        def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        def __getitem__(self, i: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
             return features[i], labels[i : i + 1].reshape(())
 
         def __len__(self) -> int:
@@ -88,7 +88,9 @@ def make_network(hidden: int = HIDDEN) -> Any:
     )
 
 
-def warmup_cosine(step: np.ndarray, base_lr: float, warmup: int, total: int) -> np.ndarray:
+def warmup_cosine(
+    step: np.ndarray[Any, Any], base_lr: float, warmup: int, total: int
+) -> np.ndarray[Any, Any]:
     """The schedule of :class:`WarmupCosineLR` in numpy, at optimizer step ``step`` (0-based)."""
     step = np.asarray(step, dtype=np.float64)
     warm = base_lr * (step + 1) / warmup

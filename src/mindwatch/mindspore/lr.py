@@ -71,8 +71,8 @@ class LearningRateReader:
     def __init__(self, optimizer: Any, *, tabulate: bool = True) -> None:
         self.optimizer = optimizer
         self.tabulate = tabulate
-        self._lists: dict[int, np.ndarray] = {}
-        self._chunks: dict[tuple[int, int], np.ndarray] = {}
+        self._lists: dict[int, np.ndarray[Any, Any]] = {}
+        self._chunks: dict[tuple[int, int], np.ndarray[Any, Any]] = {}
         self._per_step: set[int] = set()  # schedules that cannot be tabulated
         self._elementwise: set[int] = set()  # schedules whose source allows tabulating
         self._step: Optional[int] = None
@@ -151,7 +151,7 @@ class LearningRateReader:
             self._chunks[(key, step // _CHUNK)] = chunk
         return float(chunk[step % _CHUNK])
 
-    def _tabulate(self, schedule: Any, index: int) -> Optional[np.ndarray]:
+    def _tabulate(self, schedule: Any, index: int) -> Optional[np.ndarray[Any, Any]]:
         offset = index * _CHUNK
         try:
             steps = np.arange(offset, offset + _CHUNK, dtype=np.int32)

@@ -167,7 +167,7 @@ def unpack_outputs(outputs: Any, layout: OutputLayout) -> dict[str, float]:
     return values
 
 
-def squared_norms_array(squares: Any) -> Optional[np.ndarray]:
+def squared_norms_array(squares: Any) -> Optional[np.ndarray[Any, Any]]:
     """The squared norms as a flat float64 array (one device-to-host copy)."""
     if squares is None:
         return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -103,9 +103,9 @@ class MsHistogram:
     step: int
     wall_time: float
     tag: str
-    left: np.ndarray
-    width: np.ndarray
-    count: np.ndarray
+    left: np.ndarray[Any, Any]
+    width: np.ndarray[Any, Any]
+    count: np.ndarray[Any, Any]
     nan_count: int
     pos_inf_count: int
     neg_inf_count: int
@@ -129,7 +129,7 @@ class MsTensor:
     step: int
     wall_time: float
     tag: str
-    values: np.ndarray
+    values: np.ndarray[Any, Any]
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class MsGraph:
 MsItem = Union[MsScalar, MsHistogram, MsImage, MsTensor, MsGraph]
 
 
-def tensor_array(msg: Fields) -> np.ndarray:
+def tensor_array(msg: Fields) -> np.ndarray[Any, Any]:
     """A ``TensorProto`` as a numpy array of its shape (WireError if it is not one)."""
     dims = [signed(d) for d in varints(msg, _T_DIMS)]
     dtype = uint(msg, _T_TYPE)

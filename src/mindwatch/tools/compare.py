@@ -125,7 +125,7 @@ def _series(frame: pd.DataFrame, tag: str) -> Optional[pd.Series]:
     return series if len(series) else None
 
 
-def _axis(frame: pd.DataFrame, loss: pd.Series, align: Align) -> Optional[np.ndarray]:
+def _axis(frame: pd.DataFrame, loss: pd.Series, align: Align) -> Optional[np.ndarray[Any, Any]]:
     """Positions of ``loss``'s steps on the chosen axis (cumulative samples or tokens)."""
     if align == "step":
         return loss.index.to_numpy(dtype=np.float64)
@@ -139,12 +139,18 @@ def _axis(frame: pd.DataFrame, loss: pd.Series, align: Align) -> Optional[np.nda
         return None
     steps = loss.index.to_numpy(dtype=np.float64)
     widths = np.diff(np.concatenate([[0.0], steps]))
-    return np.cumsum(per_step.to_numpy() * widths)
+    positions: np.ndarray[Any, Any] = np.cumsum(per_step.to_numpy() * widths)
+    return positions
 
 
 def _window_means(
-    x: np.ndarray, y: np.ndarray, positions: np.ndarray, width: float, *, skip_nan: bool
-) -> np.ndarray:
+    x: np.ndarray[Any, Any],
+    y: np.ndarray[Any, Any],
+    positions: np.ndarray[Any, Any],
+    width: float,
+    *,
+    skip_nan: bool,
+) -> np.ndarray[Any, Any]:
     """Mean of ``y`` over ``x`` in ``(p - width, p]`` for each position ``p`` (the nearest
     point at or before ``p`` when the window holds none). The same window in the same
     units for both runs, so runs logged at different granularity compare fairly. The
@@ -157,7 +163,7 @@ def _window_means(
     left = np.minimum(left, right - 1).clip(min=0)
     right = np.maximum(right, left + 1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        means: np.ndarray = (sums[right] - sums[left]) / (counts[right] - counts[left])
+        means: np.ndarray[Any, Any] = (sums[right] - sums[left]) / (counts[right] - counts[left])
     return means
 
 

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -246,7 +246,7 @@ def _histogram(tag: str, item: MsHistogram) -> bytes:
     )
 
 
-def _markdown_table(values: np.ndarray) -> str:
+def _markdown_table(values: np.ndarray[Any, Any]) -> str:
     """A tensor's values as text TensorBoard renders (a table for 1-D and 2-D tensors)."""
     shape = "x".join(str(d) for d in values.shape)
     if values.ndim in (1, 2):

@@ -29,14 +29,14 @@ __all__ = ["RunSummary", "Series", "downsample", "summarize"]
 class Series:
     """One tag's points, in step order (the last value per step)."""
 
-    steps: np.ndarray
-    values: np.ndarray
+    steps: np.ndarray[Any, Any]
+    values: np.ndarray[Any, Any]
 
     def __len__(self) -> int:
         return len(self.steps)
 
-    def finite(self) -> np.ndarray:
-        kept: np.ndarray = self.values[np.isfinite(self.values)]
+    def finite(self) -> np.ndarray[Any, Any]:
+        kept: np.ndarray[Any, Any] = self.values[np.isfinite(self.values)]
         return kept
 
 
@@ -69,7 +69,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _stats(values: np.ndarray) -> Optional[dict[str, float]]:
+def _stats(values: np.ndarray[Any, Any]) -> Optional[dict[str, float]]:
     finite = values[np.isfinite(values)]
     if not len(finite):
         return None
@@ -223,8 +223,8 @@ def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
 
 
 def downsample(
-    steps: np.ndarray, values: np.ndarray, max_points: int = 2000
-) -> tuple[np.ndarray, np.ndarray]:
+    steps: np.ndarray[Any, Any], values: np.ndarray[Any, Any], max_points: int = 2000
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """At most ``max_points`` points for drawing: each bucket's minimum and maximum, in
     step order, so spikes survive (a mean or every-k-th point would hide them)."""
     n = len(steps)

@@ -49,7 +49,7 @@ def read_scalars(
         raise FileNotFoundError(f"no such folder: '{root}' (give the folder of a run or of runs)")
     names: list[str] = []
     counts: list[int] = []
-    tag_parts: list[np.ndarray] = []
+    tag_parts: list[np.ndarray[Any, Any]] = []
     step_parts, wall_parts, value_parts = [], [], []
     found = [(n, f) for n, f in find_runs(root) if runs is None or n in runs]
     for done, (name, folder) in enumerate(found, start=1):
@@ -63,7 +63,7 @@ def read_scalars(
         wall_parts.append(run_walls)
         value_parts.append(run_values)
 
-    def joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    def joined(parts: list[np.ndarray[Any, Any]], dtype: Any) -> np.ndarray[Any, Any]:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     frame = pd.DataFrame(
