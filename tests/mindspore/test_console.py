@@ -18,13 +18,8 @@ from mindspore import nn
 
 import mindwatch
 from mindwatch.mindspore import TrainingMonitor
-from mindwatch.mindspore.demo import (
-    _summary,
-    alert_lines,
-    follow_rank0,
-    make_dataset,
-    make_network,
-)
+from mindwatch.mindspore.demo import follow_rank0, make_dataset, make_network
+from mindwatch.mindspore.demo_summary import alert_lines, print_summary
 from tests.mindspore.conftest import run_context
 
 MINDWATCH = str(Path(sys.executable).with_name("mindwatch"))
@@ -88,7 +83,7 @@ def test_the_summary_names_the_alerts_of_the_run(
             loss = math.nan if step in (12, 30) else 1.0 / step
             mon.log_step(step, loss=loss, samples=32)
     capsys.readouterr()
-    _summary(tmp_path / "run", tmp_path, elapsed=1.0, world=1)
+    print_summary(tmp_path / "run", tmp_path, elapsed=1.0, world=1)
     out = capsys.readouterr().out
     assert "  1 alert (all in alerts.jsonl):\n    critical nonfinite at step 12, rank 0\n" in out
     assert "  non-finite values: {'train/loss': 2}" in out

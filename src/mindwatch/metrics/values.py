@@ -32,10 +32,12 @@ def number(key: str, value: Any) -> float:
             f"mindwatch: '{key}' must be a number, got the string {value!r:.60}; "
             "pass the number itself"
         )
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        pass
+    if not getattr(value, "ndim", 0):  # numbers, 0-d arrays and tensors
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    # A one-element array: NumPy >= 1.25 deprecates float() on it, NumPy 2 refuses it.
     if getattr(value, "size", None) == 1 and hasattr(value, "item"):
         try:
             return float(value.item())  # numpy 2 refuses float() on shape (1,) arrays

@@ -14,7 +14,6 @@ values reduced across ranks plus a ``rank_<r>/`` folder per rank.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -22,16 +21,15 @@ import shutil
 import socket
 import subprocess
 import sys
-import textwrap
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
+from mindwatch.mindspore.demo_summary import print_summary, say
 from mindwatch.run.info import read_run_info
-from mindwatch.run.layout import ALERTS_FILE, make_run_dir
+from mindwatch.run.layout import make_run_dir
 
 __all__ = ["WarmupCosineLR", "launch_workers", "make_dataset", "make_network", "run_demo"]
 
@@ -175,11 +173,11 @@ def run_demo(
     folder = Path(run_dir) if run_dir else make_run_dir(root, "demo")
     if rank == 0:
         where = f"{world} CPU workers (msrun, data parallel)" if world > 1 else "CPU"
-        _say(
+        say(
             f"mindwatch demo: a {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES} MLP on synthetic data, "
             f"{steps} steps, seed {seed}"
         )
-        _say(f"{mode.upper()} mode, {where}", indent="  ")
+        say(f"{mode.upper()} mode, {where}", indent="  ")
 
     net = make_network()
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
@@ -220,7 +218,7 @@ def run_demo(
     )
     elapsed = time.perf_counter() - started
     if rank == 0:
-        _summary(folder, root, elapsed, world)
+        print_summary(folder, root, elapsed, world)
     return folder
 
 
@@ -281,8 +279,8 @@ def launch_workers(
     env.setdefault("GLOG_v", "3")
     if sys.stdout.isatty():  # rank 0 prints to a log file: tell it the terminal's width
         env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
-    _say(f"mindwatch demo: starting {workers} workers with msrun; their logs:")
-    _say(str(logs), indent="  ")
+    say(f"mindwatch demo: starting {workers} workers with msrun; their logs:")
+    say(str(logs), indent="  ")
     with open(logs / "msrun.log", "wb") as launcher_log:
         process = subprocess.Popen(command, env=env, stdout=launcher_log, stderr=subprocess.STDOUT)
         try:
@@ -333,127 +331,3 @@ def follow_rank0(process: subprocess.Popen[bytes], log: Path, period: float = 0.
         if ended:
             return
         time.sleep(period)
-
-
-WIDTH = 80  # the demo's own lines are wrapped to fit a standard terminal
-
-
-def _say(text: str, indent: str = "", more: str = "  ") -> None:
-    """Print ``text`` wrapped at :data:`WIDTH` (continuation lines indented by ``more``)."""
-    print(
-        textwrap.fill(
-            text,
-            WIDTH,
-            initial_indent=indent,
-            subsequent_indent=indent + more if indent else "  ",
-            break_long_words=False,
-            break_on_hyphens=False,
-        ),
-        flush=True,
-    )
-
-
-def step_time_line(points: list[tuple[int, float]]) -> Optional[str]:
-    """``step time: median ... ms, mean ... ms; step 1 compiled for ... ms (left out)``: the
-    first step compiles the graph, so it is kept out of the statistics it would distort."""
-    if not points:
-        return None
-    (first_step, first), rest = points[0], [v for _, v in points[1:] if math.isfinite(v)]
-    if not rest:
-        return f"step time: {first:.1f} ms (step {first_step}, compiling)"
-    return (
-        f"step time: median {float(np.median(rest)):.1f} ms, mean {float(np.mean(rest)):.1f} "
-        f"ms; step {first_step} compiled for {first:.1f} ms (left out)"
-    )
-
-
-def _curve_groups(tags: list[str]) -> str:
-    """``20 curves: train/ 5, eval/ 1, perf/ 6, layers/ 8``."""
-    groups = Counter(tag.split("/", 1)[0] for tag in tags)
-    first = [g for g in ("train", "eval", "perf", "layers", "ranks") if g in groups]
-    order = first + sorted(set(groups) - set(first))
-    return f"{len(tags)} curves: " + ", ".join(f"{g}/ {groups[g]}" for g in order)
-
-
-def read_alerts(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's alerts, from its ``alerts.jsonl`` (a damaged line is skipped)."""
-    try:
-        lines = (run_dir / ALERTS_FILE).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    alerts = []
-    for line in lines:
-        try:
-            alert = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(alert, dict):
-            alerts.append(alert)
-    return alerts
-
-
-def alert_lines(alerts: list[dict[str, Any]], shown: int = 3) -> list[str]:
-    """``2 alerts (all in alerts.jsonl):`` and the first ``shown``: severity, rule, step,
-    rank."""
-    if not alerts:
-        return ["alerts: none"]
-    lines = [f"{len(alerts)} alert{'s' if len(alerts) > 1 else ''} (all in {ALERTS_FILE}):"]
-    for alert in alerts[:shown]:
-        where = f"step {alert.get('step')}"
-        if alert.get("rank") is not None:
-            where += f", rank {alert['rank']}"
-        lines.append(f"  {alert.get('severity', '')} {alert.get('rule', '?')} at {where}".rstrip())
-    if len(alerts) > shown:
-        lines.append(f"  ... and {len(alerts) - shown} more")
-    return lines
-
-
-def _summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None:
-    """The demo's one end summary, from what the run folder holds."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    tags = acc.Tags()["scalars"]
-
-    def points(tag: str) -> list[tuple[int, float]]:
-        return [(e.step, e.value) for e in acc.Scalars(tag)] if tag in tags else []
-
-    losses = points("train/loss")
-    print()
-    print(f"Run folder: {run_dir}")  # whole, to copy it
-    if losses:
-        best_step, best = min(losses, key=lambda p: p[1])
-        _say(
-            f"{len(losses)} steps in {elapsed:.1f} s; loss {losses[0][1]:.4f} -> "
-            f"{losses[-1][1]:.4f} (best {best:.4f} at step {best_step})",
-            indent="  ",
-        )
-    step_time = step_time_line(points("perf/step_time_ms"))
-    if step_time:
-        _say(step_time, indent="  ")
-    evals = points("eval/loss")
-    if evals:
-        _say("eval/loss: " + ", ".join(f"{v:.4f}@{s}" for s, v in evals), indent="  ")
-    for line in alert_lines(read_alerts(run_dir)):
-        _say(line, indent="  ")
-    nonfinite = read_run_info(run_dir).get("nonfinite")
-    if nonfinite:
-        _say(f"non-finite values: {nonfinite}", indent="  ")
-    _say(_curve_groups(sorted(tags)), indent="  ")
-    if world > 1:
-        ranks = [f"rank_{r}/" for r in range(world) if (run_dir / f"rank_{r}").is_dir()]
-        _say(
-            f"values reduced across {world} ranks (their spread: ranks/loss_max, "
-            f"ranks/loss_argmax, ...); each rank's own in {', '.join(ranks)}",
-            indent="  ",
-        )
-    print()
-    print("View it in TensorBoard:")
-    print(f"  mindwatch tensorboard {_quote(str(root))}")
-
-
-def _quote(path: str) -> str:
-    import shlex
-
-    return shlex.quote(path)

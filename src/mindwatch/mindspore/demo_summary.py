@@ -1,0 +1,146 @@
+"""The end of ``mindwatch demo``: what the run folder holds, said in a few lines.
+
+Built from the run folder alone (``run.json``, the event files' step times and
+``alerts.jsonl``), so the same summary follows a single process and an ``msrun`` job.
+Lines are wrapped to an 80-column terminal, except the run folder's path, kept whole
+so it can be copied.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from mindwatch.run.info import read_run_info
+from mindwatch.run.layout import ALERTS_FILE
+
+__all__ = ["alert_lines", "print_summary", "read_alerts", "say", "step_time_line"]
+
+WIDTH = 80  # the demo's own lines are wrapped to fit a standard terminal
+
+
+def say(text: str, indent: str = "", more: str = "  ") -> None:
+    """Print ``text`` wrapped at :data:`WIDTH` (continuation lines indented by ``more``)."""
+    print(
+        textwrap.fill(
+            text,
+            WIDTH,
+            initial_indent=indent,
+            subsequent_indent=indent + more if indent else "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        ),
+        flush=True,
+    )
+
+
+def step_time_line(points: list[tuple[int, float]]) -> Optional[str]:
+    """``step time: median ... ms, mean ... ms; step 1 compiled for ... ms (left out)``: the
+    first step compiles the graph, so it is kept out of the statistics it would distort."""
+    if not points:
+        return None
+    (first_step, first), rest = points[0], [v for _, v in points[1:] if math.isfinite(v)]
+    if not rest:
+        return f"step time: {first:.1f} ms (step {first_step}, compiling)"
+    return (
+        f"step time: median {float(np.median(rest)):.1f} ms, mean {float(np.mean(rest)):.1f} "
+        f"ms; step {first_step} compiled for {first:.1f} ms (left out)"
+    )
+
+
+def _curve_groups(tags: list[str]) -> str:
+    """``20 curves: train/ 5, eval/ 1, perf/ 6, layers/ 8``."""
+    groups = Counter(tag.split("/", 1)[0] for tag in tags)
+    first = [g for g in ("train", "eval", "perf", "layers", "ranks") if g in groups]
+    order = first + sorted(set(groups) - set(first))
+    return f"{len(tags)} curves: " + ", ".join(f"{g}/ {groups[g]}" for g in order)
+
+
+def read_alerts(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's alerts, from its ``alerts.jsonl`` (a damaged line is skipped)."""
+    try:
+        lines = (run_dir / ALERTS_FILE).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    alerts = []
+    for line in lines:
+        try:
+            alert = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(alert, dict):
+            alerts.append(alert)
+    return alerts
+
+
+def alert_lines(alerts: list[dict[str, Any]], shown: int = 3) -> list[str]:
+    """``2 alerts (all in alerts.jsonl):`` and the first ``shown``: severity, rule, step,
+    rank."""
+    if not alerts:
+        return ["alerts: none"]
+    lines = [f"{len(alerts)} alert{'s' if len(alerts) > 1 else ''} (all in {ALERTS_FILE}):"]
+    for alert in alerts[:shown]:
+        where = f"step {alert.get('step')}"
+        if alert.get("rank") is not None:
+            where += f", rank {alert['rank']}"
+        lines.append(f"  {alert.get('severity', '')} {alert.get('rule', '?')} at {where}".rstrip())
+    if len(alerts) > shown:
+        lines.append(f"  ... and {len(alerts) - shown} more")
+    return lines
+
+
+def print_summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None:
+    """The demo's one end summary, from what the run folder holds."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+
+    def points(tag: str) -> list[tuple[int, float]]:
+        return [(e.step, e.value) for e in acc.Scalars(tag)] if tag in tags else []
+
+    losses = points("train/loss")
+    print()
+    print(f"Run folder: {run_dir}")  # whole, to copy it
+    if losses:
+        best_step, best = min(losses, key=lambda p: p[1])
+        say(
+            f"{len(losses)} steps in {elapsed:.1f} s; loss {losses[0][1]:.4f} -> "
+            f"{losses[-1][1]:.4f} (best {best:.4f} at step {best_step})",
+            indent="  ",
+        )
+    step_time = step_time_line(points("perf/step_time_ms"))
+    if step_time:
+        say(step_time, indent="  ")
+    evals = points("eval/loss")
+    if evals:
+        say("eval/loss: " + ", ".join(f"{v:.4f}@{s}" for s, v in evals), indent="  ")
+    for line in alert_lines(read_alerts(run_dir)):
+        say(line, indent="  ")
+    nonfinite = read_run_info(run_dir).get("nonfinite")
+    if nonfinite:
+        say(f"non-finite values: {nonfinite}", indent="  ")
+    say(_curve_groups(sorted(tags)), indent="  ")
+    if world > 1:
+        ranks = [f"rank_{r}/" for r in range(world) if (run_dir / f"rank_{r}").is_dir()]
+        say(
+            f"values reduced across {world} ranks (their spread: ranks/loss_max, "
+            f"ranks/loss_argmax, ...); each rank's own in {', '.join(ranks)}",
+            indent="  ",
+        )
+    print()
+    print("View it in TensorBoard:")
+    print(f"  mindwatch tensorboard {_quote(str(root))}")
+
+
+def _quote(path: str) -> str:
+    import shlex
+
+    return shlex.quote(path)
