@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -37,6 +38,12 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "[mindwatch] step 25/120 | loss" in out
     assert "eval at step 100" in out
     assert f"mindwatch tensorboard {root}" in out
+    # The closing hint runs as printed, from where the demo was started, venv or not.
+    hint = out.rstrip().splitlines()[-1]
+    command = shlex.split(hint)
+    assert command[1:] == ["tensorboard", str(root)]
+    helped = subprocess.run([*command[:2], "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0, helped.stderr
     (run,) = root.iterdir()
     assert run.name.endswith("_demo")
     assert f"Run folder: {run}" in out

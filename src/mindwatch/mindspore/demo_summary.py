@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shlex
+import shutil
+import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -137,10 +141,23 @@ def print_summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None
         )
     print()
     print("View it in TensorBoard:")
-    print(f"  mindwatch tensorboard {_quote(str(root))}")
+    print(f"  {_mindwatch_command()} tensorboard {_quote(str(root))}")
 
 
 def _quote(path: str) -> str:
-    import shlex
-
     return shlex.quote(path)
+
+
+def _mindwatch_command() -> str:
+    """How to call this mindwatch from the user's shell: ``mindwatch`` when that is the
+    one on PATH (an activated venv), else its path (``.venv/bin/mindwatch`` after
+    ``make demo``), so the printed command works as it is."""
+    ours = Path(sys.executable).with_name("mindwatch")
+    found = shutil.which("mindwatch")
+    if found is not None and os.path.realpath(found) == os.path.realpath(ours):
+        return "mindwatch"
+    try:
+        relative = os.path.relpath(ours)
+    except ValueError:  # another drive (Windows)
+        relative = str(ours)
+    return _quote(str(ours) if relative.startswith("..") else relative)
