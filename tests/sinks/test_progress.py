@@ -150,3 +150,13 @@ def test_an_evaluation_is_shown_after_its_step_when_steps_come_late(
         "[mindwatch] eval at step 100",
         "[mindwatch] eval at step 200",
     ]
+
+
+def test_a_short_run_says_how_long_it_took_in_seconds() -> None:
+    out = io.StringIO()
+    sink = ProgressSink(every=60, mode="auto", total=3, stream=out)
+    start = time.time()
+    for step in (1, 2, 3):
+        sink.write(StepValues(step, list(VALUES.items()), start + 0.75 * (step - 1)))
+    sink.close()
+    assert out.getvalue().splitlines()[-1].endswith("elapsed 1.5 s")

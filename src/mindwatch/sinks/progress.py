@@ -193,7 +193,8 @@ class ProgressReporter:
             head = f"step {step}/{total}"
             done = step - (self._start_step or 0)
             if step == total:
-                tail = f"elapsed {_fmt_duration(now - self._start_time)}"
+                took = now - self._start_time  # since the first step (after compiling)
+                tail = f"elapsed {took:.1f} s" if took < 60 else f"elapsed {_fmt_duration(took)}"
             elif done > 0:
                 eta = (now - self._start_time) / done * (total - step)
                 tail = f"ETA {_fmt_duration(eta)}"
