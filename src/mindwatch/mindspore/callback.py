@@ -252,6 +252,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
 
     @property
     def logdir(self) -> Any:
+        """The run folder; before training, when the configured folder holds an earlier
+        run, that folder (training may resume it or move next to it: asking does not
+        decide)."""
+        if self._monitor is None and self._base_logdir is not None:
+            return Path(os.path.abspath(os.path.expanduser(os.fspath(self._base_logdir))))
         return self.monitor.logdir
 
     def _live_monitor(self) -> Monitor:
