@@ -10,7 +10,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 DEV_STAMP  := $(VENV)/.installed-dev
 export GLOG_v ?= 3
 
-.PHONY: demo test lint typecheck importlint pytest bench clean sysdeps
+.PHONY: demo test lint typecheck importlint pytest bench clean sysdeps messages
 
 # Debian packages the tests drive for real: headless Chromium opens the HTML report and
 # takes screenshots of pages (chromium-driver is its WebDriver), pdftoppm (poppler-utils)
@@ -66,6 +66,17 @@ pytest: $(DEV_STAMP) sysdeps
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 test: lint typecheck importlint pytest
+
+# Message catalogues (docs/dev/translations.md): collect every _("...") / N_("...") of
+# the package into the template, merge it into each language's .po (new messages come
+# out untranslated, changed ones fuzzy: tests/common/test_i18n.py fails until they are
+# translated), and compile the .po files to the .mo files gettext reads.
+LOCALE := src/mindwatch/locale
+messages: $(DEV_STAMP)
+	$(BIN)/pybabel extract -F babel.cfg -o $(LOCALE)/mindwatch.pot -w 100 \
+	  --project=mindwatch --copyright-holder="mindwatch developers" .
+	$(BIN)/pybabel update -i $(LOCALE)/mindwatch.pot -d $(LOCALE) -D mindwatch -w 100
+	$(BIN)/pybabel compile -d $(LOCALE) -D mindwatch --statistics
 
 # Benchmarks compare against torch's SummaryWriter too; torch is only needed here.
 bench: $(DEV_STAMP)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,6 +22,18 @@ def _own_state_home(
 ) -> None:
     """Per-user state (``mindwatch watch``'s) goes to a fresh folder, never ~/.local/state."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+
+
+@pytest.fixture(autouse=True)
+def _english(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests read English whatever the machine's locale (and so do their subprocesses);
+    a test that sets a language gets the default back afterwards."""
+    from mindwatch.common.i18n import set_language
+
+    monkeypatch.setenv("LANGUAGE", "en")
+    set_language(None)
+    yield
+    set_language(None)
 
 
 def _program(name: str, package: str) -> str:
