@@ -287,3 +287,49 @@ def test_urls_are_masked_in_config_errors_wherever_they_are() -> None:
             mindwatch.MonitorConfig.from_dict(bad)
         assert TOKEN not in str(info.value)
         assert "dingtalk.com" not in str(info.value)
+
+
+def test_a_chinese_alert_reaches_dingtalk_feishu_and_wecom(server: str, tmp_path: Path) -> None:
+    """alerts.language: zh, a NaN loss at step 3: the local server receives the alert in
+    Chinese in each robot's own payload shape."""
+    config = {
+        "print_every": 0,
+        "alerts": {
+            "language": "zh",
+            "notify": [
+                {"kind": "dingtalk", "url": f"{server}/robot/send?access_token={TOKEN}"},
+                {"kind": "feishu", "url": f"{server}/open-apis/bot/v2/hook/{TOKEN}"},
+                {"kind": "wecom", "url": f"{server}/cgi-bin/webhook/send?key={TOKEN}"},
+            ],
+            "delivery": {"timeout": 2.0, "retries": 0},
+        },
+    }
+    with mindwatch.Monitor(tmp_path / "exp", config) as mon:
+        for step in (1, 2):
+            mon.log_step(step, loss=1.0)
+        mon.log_step(3, loss=math.nan)
+    posts = {p["path"].split("/")[1]: p["body"] for p in Recorder.posts}
+    assert set(posts) == {"robot", "open-apis", "cgi-bin"}
+    headline = "[mindwatch] 严重 nonfinite：train/loss 为 NaN"
+    where = "运行 exp，第 3 步，rank 0"
+    check = "请检查：输入批次中有 NaN 或 Inf（检查这一步的数据）；"
+
+    ding = posts["robot"]
+    assert set(ding) == {"msgtype", "markdown"}
+    assert ding["msgtype"] == "markdown"
+    assert ding["markdown"]["title"] == "mindwatch 严重：nonfinite"
+    text = ding["markdown"]["text"].split("\n\n")
+    assert text[:2] == [f"### {headline}", f"- {where}"]
+    assert text[2].startswith(f"- {check}")
+
+    feishu = posts["open-apis"]
+    assert set(feishu) == {"msg_type", "content"}
+    assert feishu["msg_type"] == "text"
+    lines = feishu["content"]["text"].split("\n")
+    assert lines[:2] == [headline, where]
+    assert lines[2].startswith(check)
+
+    wecom = posts["cgi-bin"]
+    assert set(wecom) == {"msgtype", "markdown"}
+    assert wecom["msgtype"] == "markdown"
+    assert wecom["markdown"]["content"] == feishu["content"]["text"]

@@ -32,7 +32,8 @@ from collections import deque
 from email.message import EmailMessage
 from typing import Any, Optional
 
-from mindwatch.alerts.model import Alert, severity_rank
+from mindwatch.alerts.model import Alert, severity_label, severity_rank
+from mindwatch.common.i18n import _
 from mindwatch.config import AlertSettings, DeliverySettings, NotifierSettings
 
 __all__ = [
@@ -78,10 +79,21 @@ def feishu_sign(secret: str, timestamp_s: int) -> str:
 
 
 def _text(alert: Alert) -> str:
-    lines = [f"[mindwatch] {alert.severity.upper()} {alert.rule}: {alert.message}"]
-    lines.append((f"run {alert.run}, " if alert.run else "") + alert.where())
+    """The alert in a few lines, in the current language: what, where, what to check."""
+    severity = severity_label(alert.severity)
+    if severity == alert.severity:  # English: capitals stand out in a chat
+        severity = severity.upper()
+    lines = [
+        _("[mindwatch] {severity} {rule}: {message}").format(
+            severity=severity, rule=alert.rule, message=alert.message
+        )
+    ]
+    where = alert.where()
+    if alert.run:
+        where = _("run {run}, {where}").format(run=alert.run, where=where)
+    lines.append(where)
     if alert.causes:
-        lines.append("check: " + "; ".join(alert.causes[:3]))
+        lines.append(_("check: {causes}").format(causes=_("; ").join(alert.causes[:3])))
     return "\n".join(lines)
 
 
@@ -146,7 +158,9 @@ class DingTalkNotifier(Notifier):
             stamp = int(time.time() * 1000)
             sign = urllib.parse.quote_plus(dingtalk_sign(secret, stamp))
             url += ("&" if "?" in url else "?") + f"timestamp={stamp}&sign={sign}"
-        title = f"mindwatch {alert.severity}: {alert.rule}"
+        title = _("mindwatch {severity}: {rule}").format(
+            severity=severity_label(alert.severity), rule=alert.rule
+        )
         text = "\n\n".join(
             f"- {line}" if i else f"### {line}" for i, line in enumerate(_text(alert).split("\n"))
         )
@@ -189,10 +203,10 @@ class EmailNotifier(Notifier):
     def send(self, alert: Alert) -> None:
         s = self.settings
         message = EmailMessage()
-        where = f" ({alert.run})" if alert.run else ""
-        message["Subject"] = (
-            f"[mindwatch] {alert.severity} {alert.rule} at step {alert.step}{where}"
+        subject = _("[mindwatch] {severity} {rule} at step {step}").format(
+            severity=severity_label(alert.severity), rule=alert.rule, step=alert.step
         )
+        message["Subject"] = subject + (f" ({alert.run})" if alert.run else "")
         message["From"] = s.sender or ""
         message["To"] = ", ".join(s.recipients)
         message.set_content(_text(alert) + "\n\n" + alert.to_json() + "\n")

@@ -270,6 +270,12 @@ class AlertSettings(BaseModel):
         description="Notifiers: webhook, dingtalk, feishu, wecom, slack, email (docs/alerts.md).",
     )
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+    language: Optional[Literal["zh", "en"]] = Field(
+        default=None,
+        description="Language of alert messages, likely causes, notifications and console "
+        "alert lines: zh (Chinese) or en (English). None: from the locale (LANGUAGE, "
+        "LC_ALL, LC_MESSAGES or LANG starting with zh gives Chinese).",
+    )
 
     @field_validator("stop_on", "last_stable_on")
     @classmethod

@@ -21,6 +21,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from mindwatch.alerts.model import severity_label
+from mindwatch.common.i18n import _
 from mindwatch.run.info import read_run_info
 from mindwatch.run.layout import ALERTS_FILE
 
@@ -49,13 +51,15 @@ def step_time_line(points: list[tuple[int, float]]) -> Optional[str]:
     first step compiles the graph, so it is kept out of the statistics it would distort."""
     if not points:
         return None
-    (first_step, first), rest = points[0], [v for _, v in points[1:] if math.isfinite(v)]
+    (first_step, first), rest = points[0], [v for __, v in points[1:] if math.isfinite(v)]
     if not rest:
-        return f"step time: {first:.1f} ms (step {first_step}, compiling)"
-    return (
-        f"step time: median {float(np.median(rest)):.1f} ms, mean {float(np.mean(rest)):.1f} "
-        f"ms; step {first_step} compiled for {first:.1f} ms (left out)"
-    )
+        return _("step time: {first:.1f} ms (step {step}, compiling)").format(
+            first=first, step=first_step
+        )
+    return _(
+        "step time: median {median:.1f} ms, mean {mean:.1f} ms; step {step} compiled for "
+        "{first:.1f} ms (left out)"
+    ).format(median=float(np.median(rest)), mean=float(np.mean(rest)), step=first_step, first=first)
 
 
 def _curve_groups(tags: list[str]) -> str:
@@ -63,7 +67,8 @@ def _curve_groups(tags: list[str]) -> str:
     groups = Counter(tag.split("/", 1)[0] for tag in tags)
     first = [g for g in ("train", "eval", "perf", "layers", "ranks") if g in groups]
     order = first + sorted(set(groups) - set(first))
-    return f"{len(tags)} curves: " + ", ".join(f"{g}/ {groups[g]}" for g in order)
+    listed = ", ".join(f"{g}/ {groups[g]}" for g in order)
+    return _("{count} curves: {groups}").format(count=len(tags), groups=listed)
 
 
 def read_alerts(run_dir: Path) -> list[dict[str, Any]]:
@@ -87,15 +92,23 @@ def alert_lines(alerts: list[dict[str, Any]], shown: int = 3) -> list[str]:
     """``2 alerts (all in alerts.jsonl):`` and the first ``shown``: severity, rule, step,
     rank."""
     if not alerts:
-        return ["alerts: none"]
-    lines = [f"{len(alerts)} alert{'s' if len(alerts) > 1 else ''} (all in {ALERTS_FILE}):"]
+        return [_("alerts: none")]
+    if len(alerts) == 1:
+        head = _("1 alert (all in {file}):").format(file=ALERTS_FILE)
+    else:
+        head = _("{count} alerts (all in {file}):").format(count=len(alerts), file=ALERTS_FILE)
+    lines = [head]
     for alert in alerts[:shown]:
-        where = f"step {alert.get('step')}"
+        where = _("step {step}").format(step=alert.get("step"))
         if alert.get("rank") is not None:
-            where += f", rank {alert['rank']}"
-        lines.append(f"  {alert.get('severity', '')} {alert.get('rule', '?')} at {where}".rstrip())
+            where += _(", rank {rank}").format(rank=alert["rank"])
+        severity = severity_label(str(alert.get("severity", "")))
+        line = _("{severity} {rule} at {where}").format(
+            severity=severity, rule=alert.get("rule", "?"), where=where
+        )
+        lines.append(f"  {line}".rstrip())
     if len(alerts) > shown:
-        lines.append(f"  ... and {len(alerts) - shown} more")
+        lines.append("  " + _("... and {count} more").format(count=len(alerts) - shown))
     return lines
 
 
@@ -112,12 +125,21 @@ def print_summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None
 
     losses = points("train/loss")
     print()
-    print(f"Run folder: {run_dir}")  # whole, to copy it
+    print(_("Run folder: {path}").format(path=run_dir))  # whole, to copy it
     if losses:
         best_step, best = min(losses, key=lambda p: p[1])
         say(
-            f"{len(losses)} steps in {elapsed:.1f} s; loss {losses[0][1]:.4f} -> "
-            f"{losses[-1][1]:.4f} (best {best:.4f} at step {best_step})",
+            _(
+                "{steps} steps in {seconds:.1f} s; loss {first:.4f} -> {last:.4f} (best "
+                "{best:.4f} at step {best_step})"
+            ).format(
+                steps=len(losses),
+                seconds=elapsed,
+                first=losses[0][1],
+                last=losses[-1][1],
+                best=best,
+                best_step=best_step,
+            ),
             indent="  ",
         )
     step_time = step_time_line(points("perf/step_time_ms"))
@@ -130,17 +152,19 @@ def print_summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None
         say(line, indent="  ")
     nonfinite = read_run_info(run_dir).get("nonfinite")
     if nonfinite:
-        say(f"non-finite values: {nonfinite}", indent="  ")
+        say(_("non-finite values: {values}").format(values=nonfinite), indent="  ")
     say(_curve_groups(sorted(tags)), indent="  ")
     if world > 1:
         ranks = [f"rank_{r}/" for r in range(world) if (run_dir / f"rank_{r}").is_dir()]
         say(
-            f"values reduced across {world} ranks (their spread: ranks/loss_max, "
-            f"ranks/loss_argmax, ...); each rank's own in {', '.join(ranks)}",
+            _(
+                "values reduced across {world} ranks (their spread: ranks/loss_max, "
+                "ranks/loss_argmax, ...); each rank's own in {folders}"
+            ).format(world=world, folders=", ".join(ranks)),
             indent="  ",
         )
     print()
-    print("View it in TensorBoard:")
+    print(_("View it in TensorBoard:"))
     print(f"  {_mindwatch_command()} tensorboard {_quote(str(root))}")
 
 

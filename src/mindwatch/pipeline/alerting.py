@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from mindwatch.alerts import Alert, AlertLog, Control
+from mindwatch.common.i18n import _, set_language
 from mindwatch.config import AlertSettings
 from mindwatch.rules import RuleEngine
 
@@ -59,6 +60,8 @@ class Alerting:
         control: Callable[[Control], None],
     ) -> None:
         self.settings = settings
+        if settings.language is not None:  # process-wide, like the locale it overrides
+            set_language(settings.language)
         self.engine: Optional[RuleEngine] = RuleEngine(settings, run=run, rank=rank)
         self.alert_log = alert_log
         self.dispatcher = dispatcher
@@ -100,7 +103,8 @@ class Alerting:
             alert.action = "stop training"
             if not self._stopping:  # later ones are alerts of their own, not news
                 self._stopping = True
-                log.warning("mindwatch: stopping training (alerts.stop_on): %s", alert.line())
+                stopping = _("stopping training (alerts.stop_on): {alert}")
+                log.warning("mindwatch: %s", stopping.format(alert=alert.line()))
             self._control(Control("stop", alert.step, alert))
         if acting and self.keeps_checkpoints and alert.rule in self.settings.last_stable_on:
             # Written when the loop reports it back, naming the checkpoint it kept.

@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from mindwatch.common.i18n import _
 from mindwatch.config import (
     DivergenceSettings,
     EvalReboundSettings,
@@ -65,8 +66,11 @@ class NonFiniteRule(Rule):
                     continue
             elif not tag.startswith(("train/", "eval/")):
                 continue
-            what = "NaN" if math.isnan(value) else "infinite"
-            found.append(Finding(self.name, "critical", tag, value, f"{tag} is {what}"))
+            if math.isnan(value):
+                message = _("{tag} is NaN").format(tag=tag)
+            else:
+                message = _("{tag} is infinite").format(tag=tag)
+            found.append(Finding(self.name, "critical", tag, value, message))
         return found
 
 
@@ -130,8 +134,10 @@ class SpikeRule(Rule):
             severity,
             tag,
             value,
-            f"{tag} jumped to {_fmt(value)}, {value / median:.1f}x its recent median "
-            f"{_fmt(median)} (robust z {z:.0f})",
+            _(
+                "{tag} jumped to {value}, {ratio:.1f}x its recent median {median} "
+                "(robust z {z:.0f})"
+            ).format(tag=tag, value=_fmt(value), ratio=value / median, median=_fmt(median), z=z),
             baseline=median,
         )
 
@@ -161,7 +167,9 @@ class GradExplosionRule(Rule):
                 severity,
                 s.metric,
                 value,
-                f"gradient norm {_fmt(value)} is above {_fmt(limit)}",
+                _("gradient norm {value} is above {limit}").format(
+                    value=_fmt(value), limit=_fmt(limit)
+                ),
                 baseline=limit,
             )
         ]
@@ -194,7 +202,9 @@ class GradVanishingRule(Rule):
                 "warning",
                 s.metric,
                 value,
-                f"gradient norm {_fmt(value)} has been below {_fmt(s.below)} for {s.steps} steps",
+                _("gradient norm {value} has been below {below} for {steps} steps").format(
+                    value=_fmt(value), below=_fmt(s.below), steps=s.steps
+                ),
                 baseline=s.below,
             )
         ]
@@ -236,8 +246,16 @@ class PlateauRule(Rule):
                 s.severity,
                 s.metric,
                 value,
-                f"smoothed {s.metric} has not improved by {s.min_delta:.0%} on {_fmt(best)} "
-                f"(step {self.best_step}) in {step - self.best_step} steps",
+                _(
+                    "smoothed {metric} has not improved by {min_delta:.0%} on {best} "
+                    "(step {best_step}) in {steps} steps"
+                ).format(
+                    metric=s.metric,
+                    min_delta=s.min_delta,
+                    best=_fmt(best),
+                    best_step=self.best_step,
+                    steps=step - self.best_step,
+                ),
                 baseline=best,
             )
         ]
@@ -280,8 +298,16 @@ class DivergenceRule(Rule):
                 "warning",
                 s.metric,
                 ema,
-                f"smoothed {s.metric} {_fmt(ema)} has stayed {ema / low - 1:.0%} above its "
-                f"minimum {_fmt(low)} for {s.steps} points",
+                _(
+                    "smoothed {metric} {value} has stayed {rise:.0%} above its minimum "
+                    "{minimum} for {steps} points"
+                ).format(
+                    metric=s.metric,
+                    value=_fmt(ema),
+                    rise=ema / low - 1,
+                    minimum=_fmt(low),
+                    steps=s.steps,
+                ),
                 baseline=low,
             )
         ]
@@ -328,8 +354,16 @@ class ThroughputDropRule(Rule):
                 "warning",
                 s.metric,
                 recent,
-                f"{s.metric} fell to {_fmt(recent)} (median of the last {s.recent}), "
-                f"{1 - recent / baseline:.0%} below its baseline {_fmt(baseline)}",
+                _(
+                    "{metric} fell to {value} (median of the last {recent}), {drop:.0%} "
+                    "below its baseline {baseline}"
+                ).format(
+                    metric=s.metric,
+                    value=_fmt(recent),
+                    recent=s.recent,
+                    drop=1 - recent / baseline,
+                    baseline=_fmt(baseline),
+                ),
                 baseline=baseline,
             )
         ]
@@ -383,8 +417,15 @@ class EvalReboundRule(Rule):
                 "warning",
                 s.metric,
                 value,
-                f"{s.metric} rose for {s.evaluations} evaluations in a row to {_fmt(value)} "
-                f"while {s.train_metric} did not rise",
+                _(
+                    "{metric} rose for {evaluations} evaluations in a row to {value} while "
+                    "{train_metric} did not rise"
+                ).format(
+                    metric=s.metric,
+                    evaluations=s.evaluations,
+                    value=_fmt(value),
+                    train_metric=s.train_metric,
+                ),
                 baseline=previous_eval,
             )
         ]

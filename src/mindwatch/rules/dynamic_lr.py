@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Optional
 
 from mindwatch.alerts import Alert, Control
+from mindwatch.common.i18n import _
 from mindwatch.config import DynamicLRSettings
 from mindwatch.rules.base import Stateful
 
@@ -48,8 +49,18 @@ class LRController(Stateful):
         if factor is None or abs(factor - 1.0) < 1e-12:
             return None
         self.scale *= factor
-        why = (f"below {s.low:g}" if factor > 1 else f"above {s.high:g}") + (
-            f" for {s.patience} steps"
+        if factor > 1:
+            text = _(
+                "learning rate x{factor:.4g} (gradient norm below {low:g} for {steps} steps); "
+                "x{scale:.4g} in all"
+            )
+        else:
+            text = _(
+                "learning rate x{factor:.4g} (gradient norm above {high:g} for {steps} steps); "
+                "x{scale:.4g} in all"
+            )
+        message = text.format(
+            factor=factor, low=s.low, high=s.high, steps=s.patience, scale=self.scale
         )
         alert = Alert(
             rule="dynamic_lr",
@@ -57,7 +68,7 @@ class LRController(Stateful):
             metric=s.metric,
             value=value,
             step=step,
-            message=f"learning rate x{factor:.4g} (gradient norm {why}); x{self.scale:.4g} in all",
+            message=message,
             action=f"lr x{factor:.4g} from step {step + 1}",
             extra={"lr_scale": self.scale},
         )

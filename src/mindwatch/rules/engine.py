@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from mindwatch.alerts.model import CAUSES, Alert, severity_rank
+from mindwatch.alerts.model import Alert, likely_causes, severity_rank
 from mindwatch.config import AlertSettings
 from mindwatch.metrics.tags import tag_for
 from mindwatch.rules.base import Rule
@@ -91,7 +91,7 @@ class RuleEngine:
                     epoch=epoch,
                     batch=batch,
                     run=self.run,
-                    causes=list(CAUSES.get(finding.rule, ())),
+                    causes=likely_causes(finding.rule),
                 )
                 if self._due(alert):
                     alerts.append(alert)

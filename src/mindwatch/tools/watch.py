@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from mindwatch.alerts.model import CAUSES, Alert
+from mindwatch.alerts.model import Alert, likely_causes
+from mindwatch.common.i18n import _, set_language
 from mindwatch.config import AlertSettings
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
@@ -85,6 +86,8 @@ class Watcher:
         self.logdir = logdir
         self.on_notice = on_notice or log.warning
         self.settings = settings or AlertSettings()
+        if self.settings.language is not None:
+            set_language(self.settings.language)
         self.state_path = state_path
         self._runs: dict[str, _Run] = {}
         self._saved: dict[str, Any] = {}
@@ -197,11 +200,13 @@ class Watcher:
                 metric="step",
                 value=float(run.last_step) if run.last_step is not None else None,
                 step=run.last_step or 0,
-                message=f"no new step for {minutes:.1f} min (last: step {run.last_step})",
+                message=_("no new step for {minutes:.1f} min (last: step {step})").format(
+                    minutes=minutes, step=run.last_step
+                ),
                 baseline=settings.seconds,
                 rank=run.engine.rank,
                 run=run.engine.run,
-                causes=list(CAUSES["stall"]),
+                causes=likely_causes("stall"),
             )
         ]
 
