@@ -1,11 +1,15 @@
-"""What `pip install` builds from pyproject.toml: metadata with no deprecation warnings."""
+"""What `pip install` builds from pyproject.toml and setup.py: metadata with no
+deprecation warnings, a wheel with the compiled message catalogues."""
 
 from __future__ import annotations
 
 import email
+import gettext
+import io
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +23,7 @@ def metadata(tmp_path_factory: pytest.TempPathFactory) -> tuple[email.message.Me
     what the build printed, with every warning turned into an error."""
     pytest.importorskip("setuptools")
     tree = tmp_path_factory.mktemp("tree")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, tree / name)
     shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__"))
     out = tree / "out"
@@ -65,3 +69,34 @@ def test_the_mindspore_extra_brings_numpy_1(
     extra = [r for r in meta.get_all("Requires-Dist") or [] if 'extra == "mindspore"' in r]
     assert any(r.startswith("mindspore") and ">=2.7.2" in r and "<2.11" in r for r in extra)
     assert any(r.startswith("numpy") and "<2" in r for r in extra), extra
+
+
+def test_the_wheel_carries_the_compiled_chinese_catalogue(tmp_path: Path) -> None:
+    """setup.py compiles each .po into the wheel: an installed mindwatch needs no Babel."""
+    pytest.importorskip("babel")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, tree / name)
+    shutil.copytree(
+        ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.mo")
+    )
+    out = tree / "out"
+    out.mkdir()
+    code = (
+        "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    wheel = out / done.stdout.strip().splitlines()[-1]
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        assert "mindwatch/locale/zh/LC_MESSAGES/mindwatch.po" in names
+        mo = archive.read("mindwatch/locale/zh/LC_MESSAGES/mindwatch.mo")
+    assert gettext.GNUTranslations(io.BytesIO(mo)).gettext("critical") == "严重"
