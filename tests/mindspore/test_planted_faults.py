@@ -65,6 +65,7 @@ def train(
     seed: int = 0,
     bias: bool = True,
     delay: Optional[Callable[[int], float]] = lambda step: 0.005,
+    callbacks: tuple[Any, ...] | list[Any] = (),
 ) -> list[dict[str, Any]]:
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(seed)
@@ -77,7 +78,8 @@ def train(
         Source(steps, plant, seed, delay), ["x", "y"], shuffle=False
     ).batch(BATCH)
     monitor = TrainingMonitor(logdir=tmp_path, config={"print_every": 0, **(config or {})})
-    Model(cell).train(1, data, callbacks=[monitor], dataset_sink_mode=False)
+    # Callbacks after the monitor run inside its step (begin to end).
+    Model(cell).train(1, data, callbacks=[monitor, *callbacks], dataset_sink_mode=False)
     path = tmp_path / "alerts.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -137,6 +139,8 @@ def test_a_data_source_that_slows_down(tmp_path: Path) -> None:
     assert drop["severity"] == "warning"
     assert 150 < drop["step"] <= 175
     assert drop["value"] < 0.7 * drop["baseline"]
+    assert drop["part"] == "input pipeline"  # perf/data_wait_ms grew
+    assert "the input pipeline is slower (perf/data_wait_ms" in drop["message"]
 
 
 def test_a_plateau(tmp_path: Path) -> None:

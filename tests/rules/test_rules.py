@@ -56,7 +56,7 @@ def test_healthy_noisy_runs_raise_no_warning(seed: int) -> None:
 
 def test_nonfinite_is_critical_at_its_step_then_cooled_down() -> None:
     series = [(s, {"train/loss": math.nan if s in (50, 51, 200) else 1.0}) for s in range(1, 301)]
-    alerts = run(series)
+    alerts = [a for a in run(series) if a.rule == "nonfinite"]  # a flat loss: also a plateau
     assert [(a.rule, a.severity, a.step) for a in alerts] == [
         ("nonfinite", "critical", 50),
         ("nonfinite", "critical", 200),  # 51 was inside the 100-step cooldown
@@ -81,11 +81,30 @@ def test_a_spike_names_the_step_and_the_outlier_rank() -> None:
 
 
 def test_gradient_norm_thresholds_escalate_within_the_cooldown() -> None:
+    """The seeds' absolute thresholds, set explicitly."""
     norms = {10: 12.0, 11: 13.0, 12: 25.0}
-    alerts = run((s, {"train/grad_norm": norms.get(s, 1.0)}) for s in range(1, 50))
+    absolute = {"grad_explosion": {"warning": 10, "critical": 20}}
+    alerts = run(((s, {"train/grad_norm": norms.get(s, 1.0)}) for s in range(1, 50)), absolute)
     assert [(a.rule, a.severity, a.step) for a in alerts] == [
         ("grad_explosion", "warning", 10),
         ("grad_explosion", "critical", 12),
+    ]
+    threshold = {"grad_explosion": {"threshold": 10}}  # the seeds' name; critical: twice it
+    alerts = run(((s, {"train/grad_norm": norms.get(s, 1.0)}) for s in range(1, 50)), threshold)
+    assert [(a.severity, a.step) for a in alerts] == [("warning", 10), ("critical", 12)]
+
+
+@pytest.mark.parametrize("scale", [0.01, 1.0, 300.0])
+def test_gradient_norm_relative_to_its_running_median_whatever_its_scale(scale: float) -> None:
+    """Large first steps (x15, as a fresh network's) raise nothing; x12 and x150 the
+    running median later do, whatever the model's scale."""
+    rng = np.random.default_rng(0)
+    norms = [scale * (15.0 if s <= 5 else 1.0) * rng.lognormal(0, 0.3) for s in range(1, 301)]
+    norms[199], norms[249] = 12 * scale, 150 * scale
+    alerts = run((s, {"train/grad_norm": v}) for s, v in enumerate(norms, start=1))
+    assert [(a.rule, a.severity, a.step) for a in alerts] == [
+        ("grad_explosion", "warning", 200),
+        ("grad_explosion", "critical", 250),
     ]
 
 
@@ -95,10 +114,30 @@ def test_vanishing_gradients_after_five_steps_below_the_threshold() -> None:
 
 
 def test_plateau_is_info_by_default() -> None:
+    """By default the flat part must last as long as the improving part did."""
     alerts = run((s, {"train/loss": 1.0 / s if s < 100 else 0.01}) for s in range(1, 2600))
     ((rule, severity, step),) = [(a.rule, a.severity, a.step) for a in alerts]
     assert (rule, severity) == ("plateau", "info")
-    assert 2099 <= step <= 2250  # 2000 steps after the smoothed loss stopped improving
+    assert 300 <= step <= 700  # improving (EMA) until ~250, then as long again
+
+
+def test_plateau_with_the_seeds_fixed_steps() -> None:
+    series = ((s, {"train/loss": 1.0 / s if s < 100 else 0.01}) for s in range(1, 2600))
+    ((rule, step),) = [(a.rule, a.step) for a in run(series, {"plateau": {"steps": 2000}})]
+    assert rule == "plateau"
+    assert 2099 <= step <= 2300  # 2000 steps after the smoothed loss stopped improving
+
+
+def test_a_plateau_in_a_noisy_loss_is_found_in_a_short_run() -> None:
+    """The issue's case: the lr drops to 0 for the last 450 of 600 steps."""
+    rng = np.random.default_rng(1)
+    loss = [
+        (2.0 / (1 + s / 30) if s <= 150 else 2.0 / 6) * rng.lognormal(0, 0.3) for s in range(1, 601)
+    ]
+    alerts = run((s, {"train/loss": v}) for s, v in enumerate(loss, start=1))
+    ((rule, step),) = [(a.rule, a.step) for a in alerts]
+    assert rule == "plateau"
+    assert 250 < step <= 500
 
 
 def test_divergence_of_the_smoothed_loss() -> None:

@@ -6,7 +6,15 @@ from __future__ import annotations
 import re
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "RULE_NAMES",
@@ -57,11 +65,33 @@ class SpikeSettings(_RuleSettings):
 
 
 class GradExplosionSettings(_RuleSettings):
-    """``grad_explosion``: the global gradient norm above thresholds."""
+    """``grad_explosion``: the global gradient norm many times its running median (scale
+    free: what is "large" depends on the model and the loss scale), or above absolute
+    thresholds when ``warning`` / ``critical`` are set (the seeds' 10 and 20)."""
 
     metric: str = Field(default="train/grad_norm", description="Tag.")
-    warning: float = Field(default=10.0, gt=0, description="Warning above this norm.")
-    critical: float = Field(default=20.0, gt=0, description="Critical above this norm.")
+    factor: float = Field(
+        default=10.0, gt=1, description="Warning above this many times the running median."
+    )
+    critical_factor: float = Field(
+        default=100.0, gt=1, description="Critical above this many times the running median."
+    )
+    window: int = Field(default=100, ge=3, description="Points the running median is taken from.")
+    warmup: int = Field(
+        default=10, ge=1, description="Points seen before the relative test may fire."
+    )
+    warning: Optional[float] = Field(
+        default=None,
+        gt=0,
+        validation_alias=AliasChoices("warning", "threshold"),
+        description="Absolute warning threshold (alias: threshold; None: relative). "
+        "Setting it (or critical) replaces the relative test.",
+    )
+    critical: Optional[float] = Field(
+        default=None,
+        gt=0,
+        description="Absolute critical threshold (None: twice warning, or relative).",
+    )
 
 
 class GradVanishingSettings(_RuleSettings):
@@ -76,8 +106,17 @@ class PlateauSettings(_RuleSettings):
     """``plateau``: the smoothed loss has not improved by ``min_delta`` in ``steps`` steps."""
 
     metric: str = Field(default="train/loss", description="Tag.")
-    steps: int = Field(default=2000, ge=1, description="Steps without improvement.")
-    min_delta: float = Field(default=0.01, ge=0, description="Relative improvement required.")
+    steps: Optional[int] = Field(
+        default=None,
+        ge=1,
+        description="Steps without improvement (None: adapts to the run: ``patience`` x "
+        "the steps the run took to reach its best, at least ``min_steps``).",
+    )
+    patience: float = Field(
+        default=0.5, gt=0, description="With steps None: the flat part / the improving part."
+    )
+    min_steps: int = Field(default=100, ge=1, description="With steps None: at least this.")
+    min_delta: float = Field(default=0.05, ge=0, description="Relative improvement required.")
     smoothing: int = Field(default=50, ge=1, description="EMA span of the loss, in points.")
     severity: Literal["info", "warning"] = Field(default="info", description="Alert severity.")
 
@@ -93,12 +132,30 @@ class DivergenceSettings(_RuleSettings):
 
 
 class ThroughputDropSettings(_RuleSettings):
-    """``throughput_drop``: throughput well below its rolling baseline, sustained."""
+    """``throughput_drop``: the median of the last ``recent`` points well below the
+    run's baseline, by more than ``drop`` and by more than ``zscore`` times the run's
+    own point-to-point noise; names the part of the step that grew (input pipeline:
+    ``perf/data_wait_ms``, or compute: ``perf/compute_ms``) and, under data
+    parallelism, the rank."""
 
     metric: str = Field(default="perf/samples_per_s", description="Tag.")
-    drop: float = Field(default=0.3, gt=0, lt=1, description="Relative drop that alerts.")
+    drop: float = Field(default=0.4, gt=0, lt=1, description="Smallest relative drop that alerts.")
     window: int = Field(default=200, ge=10, description="Baseline: median of this many points.")
-    recent: int = Field(default=30, ge=1, description="Compared: median of the last points.")
+    recent: int = Field(default=12, ge=1, description="Compared: median of the last points.")
+    skip: int = Field(
+        default=100,
+        ge=0,
+        description="First points ignored: compile time, and the input pipeline's "
+        "prefetch buffer filled meanwhile, make the first steps faster or slower than the "
+        "run's own pace.",
+    )
+    warmup: int = Field(default=20, ge=5, description="Baseline points needed after those.")
+    zscore: float = Field(
+        default=6.0,
+        ge=0,
+        description="The drop (in log) must also exceed this many robust standard "
+        "deviations of the baseline's points: a jittery machine needs a larger drop.",
+    )
 
 
 class StallSettings(_RuleSettings):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
 __all__ = ["Finding", "Rule", "Stateful"]
@@ -26,6 +26,8 @@ class Finding:
     value: Optional[float]
     message: str
     baseline: Optional[float] = None
+    rank: Optional[int] = None  # the rank to look at, when the rule knows it
+    extra: dict[str, Any] = field(default_factory=dict)  # written into the alert as is
 
 
 def _saved(value: Any) -> Any:

@@ -118,10 +118,15 @@ class SpikeRule(Rule):
         if ordered[0] > 0:
             # Losses are positive and their noise multiplicative: measure in logs, so the
             # same threshold suits a smooth loss and a noisy small-batch one.
-            logs = [math.log(v) for v in ordered]
-            center = logs[len(logs) // 2]
+            logs = [math.log(v) for v in window]
+            ordered_logs = sorted(logs)
+            center = ordered_logs[len(logs) // 2]
             mad = sorted(abs(x - center) for x in logs)[len(logs) // 2]
-            z = (math.log(value) - center) / max(1.4826 * mad, 1e-3)
+            # Also the noise from successive differences: a loss still falling fast (a
+            # short run) has a wide window that is trend, not noise.
+            steps = sorted(abs(b - a) for a, b in zip(logs, logs[1:])) or [mad * 2]
+            noise = 1.4826 * min(mad, steps[len(steps) // 2] / math.sqrt(2))
+            z = (math.log(value) - center) / max(noise, 1e-3)
         else:
             mad = sorted(abs(v - median) for v in ordered)[len(ordered) // 2]
             scale = 1.4826 * mad if mad > 0 else max(abs(median) * 1e-3, 1e-12)
@@ -147,32 +152,51 @@ class SpikeRule(Rule):
 
 
 class GradExplosionRule(Rule):
-    """The global gradient norm above ``warning`` / ``critical``."""
+    """The global gradient norm ``factor`` times its running median (``critical_factor``
+    for critical), after ``warmup`` points; or above absolute ``warning`` / ``critical``
+    when the settings give them. Relative by default: the first steps of a healthy run
+    often have norms of 10 or more, and what is large depends on the model."""
 
     name = "grad_explosion"
+    state = ("recent", "seen")
 
     def __init__(self, settings: GradExplosionSettings) -> None:
         self.settings = settings
+        self.absolute: Optional[tuple[float, float]] = None
+        if settings.warning is not None or settings.critical is not None:
+            warning = settings.warning or settings.critical / 2  # type: ignore[operator]
+            self.absolute = (warning, settings.critical or 2 * warning)
+        self.recent: deque[float] = deque(maxlen=settings.window)
+        self.seen = 0
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
         value = values.get(s.metric)
-        if value is None or not value > s.warning:
+        if value is None or value - value != 0.0:
             return []
-        severity = "critical" if value > s.critical else "warning"
-        limit = s.critical if severity == "critical" else s.warning
-        return [
-            Finding(
-                self.name,
-                severity,
-                s.metric,
-                value,
-                _("gradient norm {value} is above {limit}").format(
-                    value=_fmt(value), limit=_fmt(limit)
-                ),
-                baseline=limit,
-            )
-        ]
+        if self.absolute is not None:
+            warning, critical = self.absolute
+            if not value > warning:
+                return []
+            severity = "critical" if value > critical else "warning"
+            limit = critical if severity == "critical" else warning
+            text = _("gradient norm {value} is above {limit}")
+            message = text.format(value=_fmt(value), limit=_fmt(limit))
+            return [Finding(self.name, severity, s.metric, value, message, baseline=limit)]
+        found = []
+        if self.seen >= s.warmup and self.recent:
+            ordered = sorted(self.recent)
+            median = ordered[len(ordered) // 2]
+            if median > 0 and value > s.factor * median:
+                severity = "critical" if value > s.critical_factor * median else "warning"
+                text = _("gradient norm {value} is {ratio}x its running median {median}")
+                message = text.format(
+                    value=_fmt(value), ratio=f"{value / median:.0f}", median=_fmt(median)
+                )
+                found.append(Finding(self.name, severity, s.metric, value, message, median))
+        self.recent.append(value)
+        self.seen += 1
+        return found
 
 
 class GradVanishingRule(Rule):
@@ -211,18 +235,25 @@ class GradVanishingRule(Rule):
 
 
 class PlateauRule(Rule):
-    """No relative improvement of ``min_delta`` over the best smoothed value (EMA over
-    ``smoothing`` points) in ``steps`` steps."""
+    """No improvement of the best smoothed value (EMA over ``smoothing`` points) in
+    ``steps`` steps; with ``steps`` None, in ``patience`` x the steps the run took to
+    reach that best (at least ``min_steps``), so a short run's plateau is found in it.
+    An improvement must beat ``min_delta`` (relative) and twice the EMA's own noise, so
+    noise around a flat loss does not pass for progress."""
 
     name = "plateau"
-    state = ("ema", "best", "best_step", "reported")
+    state = ("ema", "spread", "best", "best_step", "first_step", "reported")
 
     def __init__(self, settings: PlateauSettings) -> None:
         self.settings = settings
         self.alpha = 2.0 / (settings.smoothing + 1)
+        # The EMA of a noise of spread d has a spread of d * sqrt(alpha / (2 - alpha)).
+        self.shrink = 1.2533 * math.sqrt(self.alpha / (2 - self.alpha))  # MAD -> std, EMA
         self.ema: Optional[float] = None
+        self.spread = 0.0  # EMA of |raw - ema|: the loss's own noise
         self.best: Optional[float] = None
         self.best_step = 0
+        self.first_step: Optional[int] = None
         self.reported = False
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
@@ -230,35 +261,33 @@ class PlateauRule(Rule):
         raw = values.get(s.metric)
         if raw is None or raw - raw != 0.0:
             return []
+        if self.first_step is None:
+            self.first_step = step
         # Smoothed, so one lucky batch of a noisy loss is not an improvement.
-        value = raw if self.ema is None else self.ema + self.alpha * (raw - self.ema)
+        if self.ema is None:
+            value = raw
+        else:
+            self.spread += self.alpha * (abs(raw - self.ema) - self.spread)
+            value = self.ema + self.alpha * (raw - self.ema)
         self.ema = value
         best = self.best
-        if best is None or value < best - abs(best) * s.min_delta:
+        needed = (
+            0.0 if best is None else max(abs(best) * s.min_delta, 2 * self.spread * self.shrink)
+        )
+        if best is None or value < best - needed:
             self.best, self.best_step, self.reported = value, step, False
             return []
-        if self.reported or step - self.best_step < s.steps:
+        patience = s.steps
+        if patience is None:
+            patience = max(s.min_steps, int(s.patience * (self.best_step - self.first_step)))
+        if self.reported or step - self.best_step < patience:
             return []
         self.reported = True
-        return [
-            Finding(
-                self.name,
-                s.severity,
-                s.metric,
-                value,
-                _(
-                    "smoothed {metric} has not improved by {min_delta:.0%} on {best} "
-                    "(step {best_step}) in {steps} steps"
-                ).format(
-                    metric=s.metric,
-                    min_delta=s.min_delta,
-                    best=_fmt(best),
-                    best_step=self.best_step,
-                    steps=step - self.best_step,
-                ),
-                baseline=best,
-            )
-        ]
+        text = _("smoothed {metric} has not improved on {best} (step {best_step}) in {steps} steps")
+        message = text.format(
+            metric=s.metric, best=_fmt(best), best_step=self.best_step, steps=step - self.best_step
+        )
+        return [Finding(self.name, s.severity, s.metric, value, message, baseline=best)]
 
 
 class DivergenceRule(Rule):
@@ -313,60 +342,103 @@ class DivergenceRule(Rule):
         ]
 
 
+_DATA_WAIT, _COMPUTE = "perf/data_wait_ms", "perf/compute_ms"
+_PARTS = {_DATA_WAIT: "input pipeline", _COMPUTE: "compute"}
+
+
 class ThroughputDropRule(Rule):
-    """The median of the last ``recent`` points ``drop`` below the median of the
-    ``window`` points before them."""
+    """The median of the last ``recent`` points below the median of up to ``window``
+    points before them by more than ``drop`` and by more than ``zscore`` robust standard
+    deviations of those points (in log: a run on a jittery machine needs a larger drop).
+    The alert names the part of the step that grew (``perf/data_wait_ms``: the input
+    pipeline; ``perf/compute_ms``: compute) and its slowest rank when known."""
 
     name = "throughput_drop"
-    state = ("points", "dropped", "since")
+    state = ("points", "parts", "dropped", "skipped")
 
     def __init__(self, settings: ThroughputDropSettings) -> None:
         self.settings = settings
-        self.points: deque[float] = deque(maxlen=settings.window + settings.recent)
+        size = settings.window + settings.recent
+        self.points: deque[float] = deque(maxlen=size)
+        self.parts: dict[str, deque[float]] = {tag: deque(maxlen=size) for tag in _PARTS}
         self.dropped = False
-        self.since = 0
+        self.skipped = 0
+        self.base: Optional[float] = None  # the last baseline, for a cheap first test
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
         value = values.get(s.metric)
-        if value is None or value - value != 0.0:
+        if value is None or value - value != 0.0 or value <= 0:
+            return []
+        if self.skipped < s.skip:
+            self.skipped += 1
             return []
         points = self.points
         points.append(value)
-        self.since += 1
-        if len(points) < points.maxlen or self.since < max(s.recent // 3, 1):  # type: ignore[operator]
-            return []  # checked every few points: a sustained drop is not urgent
-        self.since = 0
+        for tag, series in self.parts.items():
+            part = values.get(tag)
+            series.append(part if part is not None and part - part == 0.0 else math.nan)
+        if len(points) < s.warmup + s.recent:
+            return []
+        base = self.base
+        if base is not None and value >= base * (1 - s.drop) and not self.dropped:
+            return []  # the common case: this point is not low, nothing to compute
         listed = list(points)
         recent = sorted(listed[-s.recent :])[s.recent // 2]
-        base_points = sorted(listed[: -s.recent])
-        baseline = base_points[len(base_points) // 2]
-        dropped = baseline > 0 and recent < baseline * (1 - s.drop)
-        if not dropped:
-            self.dropped = False
-            return []
-        if self.dropped:
+        logs = sorted(math.log(v) for v in listed[: -s.recent])
+        center = logs[len(logs) // 2]
+        self.base = baseline = math.exp(center)
+        mad = sorted(abs(x - center) for x in logs)[len(logs) // 2]
+        fall = center - math.log(recent)
+        dropped = recent < baseline * (1 - s.drop) and fall > s.zscore * 1.4826 * mad
+        was, self.dropped = self.dropped, dropped
+        if not dropped or was:
             return []  # one alert per drop
-        self.dropped = True
-        return [
-            Finding(
-                self.name,
-                "warning",
-                s.metric,
-                recent,
-                _(
-                    "{metric} fell to {value} (median of the last {recent}), {drop:.0%} "
-                    "below its baseline {baseline}"
-                ).format(
-                    metric=s.metric,
-                    value=_fmt(recent),
-                    recent=s.recent,
-                    drop=1 - recent / baseline,
-                    baseline=_fmt(baseline),
-                ),
-                baseline=baseline,
-            )
-        ]
+        return [self._finding(recent, baseline, values)]
+
+    def _finding(self, recent: float, baseline: float, values: Mapping[str, float]) -> Finding:
+        s = self.settings
+        text = _(
+            "{metric} fell to {value} (median of the last {recent}), "
+            "{drop} below its baseline {baseline}"
+        )
+        message = text.format(
+            metric=s.metric,
+            value=_fmt(recent),
+            recent=s.recent,
+            drop=f"{1 - recent / baseline:.0%}",
+            baseline=_fmt(baseline),
+        )
+        grown: dict[str, tuple[float, float]] = {}
+        for tag, series in self.parts.items():
+            listed = list(series)
+            now = [v for v in listed[-s.recent :] if not math.isnan(v)]
+            before = [v for v in listed[: -s.recent] if not math.isnan(v)]
+            if now and before:
+                grown[tag] = (sorted(before)[len(before) // 2], sorted(now)[len(now) // 2])
+        extra: dict[str, Any] = {}
+        rank = None
+        if grown:
+            tag = max(grown, key=lambda t: grown[t][1] - grown[t][0])
+            was, now_ms = grown[tag]
+            if now_ms > was:
+                part = _PARTS[tag]
+                extra = {"part": part, "part_metric": tag, "part_ms": [was, now_ms]}
+                outlier = values.get(f"ranks/{tag.split('/', 1)[1]}_argmax")
+                if outlier is not None and outlier - outlier == 0.0:
+                    rank = int(outlier)
+                where = _("the input pipeline") if part == "input pipeline" else _("compute")
+                text = _("{message}: {part} is slower ({metric} {before} -> {after} ms)")
+                message = text.format(
+                    message=message,
+                    part=where,
+                    metric=tag,
+                    before=f"{was:.3g}",
+                    after=f"{now_ms:.3g}",
+                )
+        return Finding(
+            self.name, "warning", s.metric, recent, message, baseline, rank=rank, extra=extra
+        )
 
 
 class EvalReboundRule(Rule):

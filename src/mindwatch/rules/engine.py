@@ -78,7 +78,9 @@ class RuleEngine:
             epoch = int(logged_epoch)
         for rule in self.rules:
             for finding in rule.observe(step, values):
-                rank = self._rank(finding.metric, values)
+                rank = finding.rank
+                if rank is None:
+                    rank = self._rank(finding.metric, values)
                 alert = Alert(
                     rule=finding.rule,
                     severity=finding.severity,  # type: ignore[arg-type]
@@ -92,6 +94,7 @@ class RuleEngine:
                     batch=batch,
                     run=self.run,
                     causes=likely_causes(finding.rule),
+                    extra=dict(finding.extra),
                 )
                 if self._due(alert):
                     alerts.append(alert)

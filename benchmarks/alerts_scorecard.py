@@ -1,0 +1,180 @@
+"""The alert scorecard: every run of the labelled corpus through the rules, offline.
+
+Each run's event files are replayed through the rules with the current defaults (the
+same :class:`~mindwatch.tools.watch.Watcher` ``mindwatch watch`` uses; ``stall`` is
+checked as a watcher would see the run ``stall.seconds`` after it was last written).
+Per rule it prints false alarms on the healthy corpus (warning or critical), the faults
+it should catch, how many it caught (at or after the onset step, and naming the right
+rank or part where the label says), and the delay in steps (median, max).
+
+    python benchmarks/alerts_corpus.py [--quick]      # the runs (cached)
+    python benchmarks/alerts_scorecard.py [--quick] [--build] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from alerts_corpus import DEFAULT_OUT, build, specs  # noqa: E402
+from mindwatch.alerts import Alert  # noqa: E402
+from mindwatch.config import RULE_NAMES, AlertSettings  # noqa: E402
+from mindwatch.tools.watch import Watcher  # noqa: E402
+
+BAD = ("warning", "critical")
+
+
+@dataclass
+class Outcome:
+    """One run's replay against its label."""
+
+    name: str
+    healthy: bool
+    rules: list[str]
+    onset: int
+    alerts: list[Alert]
+    caught_by: Optional[str] = None
+    delay: Optional[int] = None
+    early: list[Alert] = field(default_factory=list)  # warning/critical before the onset
+    problem: str = ""
+
+
+def replay(folder: Path, settings: AlertSettings) -> list[Alert]:
+    """The alerts the rules raise on ``folder/run`` (stall: seen ``stall.seconds`` after
+    the run was last written)."""
+    label = json.loads((folder / "label.json").read_text())
+    watcher = Watcher(folder / "run", settings, on_notice=lambda text: None)
+    alerts = watcher.poll(now=0.0)  # every event; no stall yet
+    last = max((run.last_wall or 0.0) for run in watcher._runs.values())
+    later = (label.get("killed_at") or last) + settings.stall.seconds + 1.0
+    return alerts + watcher.poll(now=later)
+
+
+def score(folder: Path, settings: AlertSettings) -> Outcome:
+    label = json.loads((folder / "label.json").read_text())
+    alerts = replay(folder, settings)
+    out = Outcome(label["name"], not label["fault"], label["rules"], label["onset"], alerts)
+    if out.healthy:
+        return out
+    onset = label["onset"]
+    out.early = [a for a in alerts if a.severity in BAD and a.step < onset and a.rule != "stall"]
+    after = [a for a in alerts if a.step >= onset or a.rule == "stall"]
+    right = [a for a in after if a.rule in label["rules"]]
+    if label.get("rank") is not None:
+        right = [a for a in right if a.rank == label["rank"]]
+    if label.get("part"):
+        right = [a for a in right if a.extra.get("part") == label["part"]]
+    if right:
+        first = min(right, key=lambda a: a.step)
+        out.caught_by, out.delay = first.rule, max(first.step - onset, 0)
+        if first.rule == "stall":
+            out.delay = None  # time-based: stall.seconds, not steps
+    else:
+        seen = sorted({(a.rule, a.step, a.extra.get("part"), a.rank) for a in after})[:4]
+        out.problem = f"not caught (after the onset: {seen})"
+    return out
+
+
+def table(outcomes: list[Outcome]) -> list[list[str]]:
+    healthy = [o for o in outcomes if o.healthy]
+    rows = []
+    for rule in RULE_NAMES:
+        false = [a for o in healthy for a in o.alerts if a.rule == rule and a.severity in BAD]
+        infos = [a for o in healthy for a in o.alerts if a.rule == rule and a.severity == "info"]
+        # A fault counts under the first rule its label names (others may catch it too).
+        faults = [o for o in outcomes if not o.healthy and o.rules[0] == rule]
+        caught = [o for o in faults if o.caught_by is not None]
+        delays = [o.delay for o in caught if o.delay is not None]
+        rows.append(
+            [
+                rule,
+                f"{len(false)}" + (f" (+{len(infos)} info)" if infos else ""),
+                f"{len(caught)}/{len(faults)}" if faults else "-",
+                f"{statistics.median(delays):g}" if delays else "-",
+                f"{max(delays)}" if delays else "-",
+            ]
+        )
+    return rows
+
+
+HEADER = ["rule", "false alarms (healthy)", "faults caught", "delay median", "delay max"]
+
+
+def render(outcomes: list[Outcome], markdown: bool = False) -> str:
+    rows = table(outcomes)
+    healthy = sum(o.healthy for o in outcomes)
+    lines = [f"{healthy} healthy runs, {len(outcomes) - healthy} faulted runs", ""]
+    if markdown:
+        lines.append("| " + " | ".join(HEADER) + " |")
+        lines.append("|" + "|".join("---" for _ in HEADER) + "|")
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    else:
+        widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+        for row in [HEADER, *rows]:
+            lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+    lines.append("")
+    for o in outcomes:
+        if o.healthy:
+            bad = [a for a in o.alerts if a.severity in BAD]
+            if bad:
+                lines.append(f"FALSE ALARM {o.name}: " + "; ".join(a.line() for a in bad[:3]))
+        else:
+            where = "" if o.delay is None else f" after {o.delay} steps"
+            status = f"caught by {o.caught_by}{where}" if o.caught_by else o.problem
+            lines.append(f"{o.name} (onset {o.onset}, expects {'/'.join(o.rules)}): {status}")
+            for a in o.early:
+                lines.append(f"  EARLY {a.line()}")
+    return "\n".join(lines)
+
+
+def run_scorecard(
+    out: Path, quick: bool = False, settings: Optional[AlertSettings] = None
+) -> list[Outcome]:
+    settings = settings or AlertSettings()
+    names = {s.name for s in specs(quick)}
+    folders = sorted(p.parent for p in out.glob("*/label.json") if p.parent.name in names)
+    return [score(folder, settings) for folder in folders]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--quick", action="store_true", help="the reduced corpus")
+    parser.add_argument("--build", action="store_true", help="run the missing runs first")
+    parser.add_argument("--markdown", action="store_true", help="the table in Markdown")
+    parser.add_argument("--config", default="{}", help="alerts settings as JSON, to try")
+    args = parser.parse_args()
+    if args.build:
+        build(specs(args.quick), args.out, echo=True)
+    settings = AlertSettings(**json.loads(args.config))
+    outcomes = run_scorecard(args.out, args.quick, settings)
+    if not outcomes:
+        raise SystemExit(f"no runs in {args.out}: run benchmarks/alerts_corpus.py first")
+    print(render(outcomes, args.markdown))
+
+
+def summary(outcomes: list[Outcome]) -> dict[str, Any]:
+    """What the CI test asserts on."""
+    return {
+        "false_alarms": [
+            (o.name, a.rule, a.step)
+            for o in outcomes
+            if o.healthy
+            for a in o.alerts
+            if a.severity in BAD
+        ],
+        "missed": [o.name for o in outcomes if not o.healthy and o.caught_by is None],
+        "early": [(o.name, a.rule, a.step) for o in outcomes for a in o.early],
+    }
+
+
+if __name__ == "__main__":
+    main()
