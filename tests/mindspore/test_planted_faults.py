@@ -55,6 +55,28 @@ class Source:
         return x, y
 
 
+class SlowStep(nn.Cell):  # type: ignore[misc]
+    """An identity op inside the compiled step that takes ``seconds(step)`` to run: a
+    step made slower by its own compute (MindSpore's ``pyfunc`` custom op runs Python
+    within the graph), not by its input pipeline."""
+
+    def __init__(self, seconds: Callable[[int], float]) -> None:
+        super().__init__()
+        self.calls = 0
+
+        def identity(x: np.ndarray) -> np.ndarray:
+            self.calls += 1
+            time.sleep(seconds(self.calls))
+            return x
+
+        self.op = ms.ops.Custom(
+            identity, out_shape=lambda x: x, out_dtype=lambda x: x, func_type="pyfunc"
+        )
+
+    def construct(self, x: Any) -> Any:
+        return self.op(x)
+
+
 def train(
     tmp_path: Path,
     steps: int,
@@ -66,12 +88,14 @@ def train(
     bias: bool = True,
     delay: Optional[Callable[[int], float]] = lambda step: 0.005,
     callbacks: tuple[Any, ...] | list[Any] = (),
+    slow_step: Optional[Callable[[int], float]] = None,
 ) -> list[dict[str, Any]]:
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(seed)
-    net = nn.SequentialCell(
-        [nn.Dense(8, 16, has_bias=bias), nn.ReLU(), nn.Dense(16, 1, has_bias=bias)]
-    )
+    layers = [nn.Dense(8, 16, has_bias=bias), nn.ReLU(), nn.Dense(16, 1, has_bias=bias)]
+    if slow_step is not None:
+        layers.insert(0, SlowStep(slow_step))
+    net = nn.SequentialCell(layers)
     opt = nn.SGD(net.trainable_params(), learning_rate=lr)
     cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, nn.MSELoss()), opt)
     data = ms.dataset.GeneratorDataset(
@@ -141,6 +165,15 @@ def test_a_data_source_that_slows_down(tmp_path: Path) -> None:
     assert drop["value"] < 0.7 * drop["baseline"]
     assert drop["part"] == "input pipeline"  # perf/data_wait_ms grew
     assert "the input pipeline is slower (perf/data_wait_ms" in drop["message"]
+
+
+def test_a_step_that_slows_down_is_named_compute(tmp_path: Path) -> None:
+    config = {"alerts": {"throughput_drop": {"window": 100, "recent": 20}}}
+    alerts = train(tmp_path, 190, slow_step=lambda step: 0.02 if step > 150 else 0.0, config=config)
+    (drop,) = [a for a in alerts if a["rule"] == "throughput_drop"]
+    assert 150 < drop["step"] <= 175
+    assert drop["part"] == "compute"  # perf/compute_ms grew, not perf/data_wait_ms
+    assert "compute is slower (perf/compute_ms" in drop["message"]
 
 
 def test_a_plateau(tmp_path: Path) -> None:
