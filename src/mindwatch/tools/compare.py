@@ -1,21 +1,26 @@
 """``mindwatch compare RUN --baseline BASE``: a regression gate for CI.
 
-Checks, each against a tolerance (defaults below; a YAML file or flags override them):
+A change counts as a regression only when it is larger than both an explicit tolerance
+(the floor, ``*_rtol`` / ``loss_atol``) and the noise measured in the two runs
+(``loss_sigmas`` / ``perf_sigmas`` times their pooled robust spread, see
+:mod:`mindwatch.tools.noise`). Two seeds of one job differ by their runs' noise; a
+regression differs by much more. Checks:
 
-* **final loss** - the mean of the last ``final_window`` points of ``train/loss`` may be
-  at most ``loss_rtol`` (relative) + ``loss_atol`` (absolute) above the baseline's;
+* **final loss** - the median of the last ``final_fraction`` of ``train/loss`` (at least
+  ``final_window`` points); noise: the per-step noise of the baseline's window (a worse
+  loss is also a noisier one, which must not widen its own limit);
 * **loss at matched steps** - at ``checkpoints`` evenly spaced positions the runs share
-  (by step, or by samples / tokens seen with ``align``), the run's loss may be at most
-  as much above the baseline's; both are averaged over the same stretch of the axis
-  before each position (``final_window`` of the baseline's points), and the worst
-  position is reported;
+  (by step, or by samples / tokens seen with ``align``), the mean of each run over the
+  stretch of the axis since the previous position; noise: the baseline's per-step noise
+  over the last two stretches; the worst position is reported;
 * **eval metrics** - the last value of every ``eval/<metric>`` both runs have: metrics
   named like a loss or perplexity may not rise, others (accuracy, F1, ...) may not
-  fall, by more than ``eval_rtol``;
-* **throughput** - the median ``perf/samples_per_s`` (else ``perf/tokens_per_s``) may be
-  at most ``throughput_rtol`` below the baseline's;
-* **step time** - the median ``perf/step_time_ms`` may be at most ``step_time_rtol``
-  above the baseline's.
+  fall, by more than ``eval_rtol``. One value per run has no measurable noise: a loss
+  (perplexity) gets the baseline train loss's relative (absolute) per-step noise;
+* **throughput** - the median ``perf/samples_per_s`` (else ``perf/tokens_per_s``) after
+  the first 10 % of steps; noise: the spread of its logarithm (jitter is relative) in
+  both runs (a busy machine's jitter in either run counts);
+* **step time** - the same for ``perf/step_time_ms``.
 
 Lower loss, higher throughput and shorter steps never fail. A check whose metric one of
 the runs lacks is reported as skipped. Exit status: 0 within tolerance, 1 regression
@@ -34,6 +39,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindwatch.events.mixing import mixed_runs
+from mindwatch.tools.noise import level_noise, pooled, step_noise
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,24 +62,35 @@ class CompareError(ValueError):
 
 
 class Tolerances(BaseModel):
-    """How much worse than the baseline a run may be. All relative values are fractions
-    (0.05 = 5 %)."""
+    """How much worse than the baseline a run may be: by more than the larger of the
+    explicit tolerance (a floor) and ``*_sigmas`` times the runs' measured noise. All
+    relative values are fractions (0.05 = 5 %)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    loss_rtol: float = Field(0.05, ge=0, description="Relative loss increase allowed.")
+    loss_rtol: float = Field(0.05, ge=0, description="Relative loss increase always allowed.")
     loss_atol: float = Field(0.0, ge=0, description="Absolute loss increase allowed on top.")
-    eval_rtol: float = Field(0.05, ge=0, description="Relative eval metric change allowed.")
-    throughput_rtol: float = Field(0.10, ge=0, description="Relative throughput drop allowed.")
-    step_time_rtol: float = Field(0.10, ge=0, description="Relative step time rise allowed.")
-    final_window: int = Field(10, ge=1, description="Points averaged for a loss value.")
+    eval_rtol: float = Field(0.05, ge=0, description="Relative eval change always allowed.")
+    throughput_rtol: float = Field(0.10, ge=0, description="Throughput drop always allowed.")
+    step_time_rtol: float = Field(0.10, ge=0, description="Step time rise always allowed.")
+    loss_sigmas: float = Field(
+        2.0, ge=0, description="Loss rise allowed, in the runs' per-step loss noise (0: off)."
+    )
+    perf_sigmas: float = Field(
+        3.0, ge=0, description="Throughput / step time change allowed, in their jitter (0: off)."
+    )
+    final_fraction: float = Field(
+        0.2, gt=0, le=1, description="Last fraction of the points compared as the final loss."
+    )
+    final_window: int = Field(10, ge=1, description="Least points in the final loss window.")
     checkpoints: int = Field(10, ge=1, description="Matched positions compared.")
     align: Align = Field("step", description="Match positions by step, samples or tokens.")
 
 
 @dataclass(frozen=True)
 class Check:
-    """One compared quantity."""
+    """One compared quantity. ``noise`` is the pooled robust spread that, times
+    ``*_sigmas``, widened the limit (for throughput and step time: of the logarithm)."""
 
     name: str
     baseline: Optional[float]
@@ -81,6 +98,7 @@ class Check:
     limit: Optional[float]
     status: Literal["ok", "regression", "skipped"]
     detail: str = ""
+    noise: Optional[float] = None
 
     @property
     def change(self) -> Optional[float]:
@@ -167,8 +185,17 @@ def _window_means(
     return means
 
 
-def _upper(baseline: float, rtol: float, atol: float = 0.0) -> float:
-    return baseline + abs(baseline) * rtol + atol
+def _band(ref: float, rtol: float, atol: float, sigmas: float, noise: Optional[float]) -> float:
+    """The allowed rise above ``ref``: the explicit tolerance, widened to ``sigmas`` x
+    ``noise`` when the runs are noisier than that."""
+    floor = abs(ref) * rtol + atol
+    return max(floor, sigmas * noise) if noise is not None and math.isfinite(ref) else floor
+
+
+def _why(band: float, floor: float, noise: Optional[float], sigmas: float) -> str:
+    if noise is not None and band > floor:
+        return f"limit: {sigmas:g} x noise {noise:.3g}"
+    return "limit: tolerance"
 
 
 def _higher_is_worse(name: str) -> bool:
@@ -183,25 +210,56 @@ def compare_runs(run: pd.DataFrame, baseline: pd.DataFrame, tol: Tolerances) -> 
     if run_loss is None or base_loss is None:
         which = "the run" if run_loss is None else "the baseline"
         raise CompareError(f"{which} has no train/loss scalars: nothing to compare")
-    checks.append(_final_loss(run_loss, base_loss, tol))
+    final = _final_loss(run_loss, base_loss, tol)
+    checks.append(final)
     checks.append(_matched_loss(run, baseline, run_loss, base_loss, tol))
-    checks.extend(_eval_checks(run, baseline, tol))
+    checks.extend(_eval_checks(run, baseline, tol, _base_loss_noise(base_loss, tol)))
     checks.append(_throughput(run, baseline, tol))
     checks.append(_step_time(run, baseline, tol))
     return checks
 
 
+def _final_points(values: np.ndarray[Any, Any], tol: Tolerances) -> np.ndarray[Any, Any]:
+    count = max(tol.final_window, math.ceil(len(values) * tol.final_fraction))
+    last: np.ndarray[Any, Any] = values[-count:]
+    return last
+
+
+def _base_loss_noise(base: pd.Series, tol: Tolerances) -> tuple[float, Optional[float]]:
+    """The baseline's final train loss (median) and its per-step noise."""
+    values = base.to_numpy(dtype=np.float64)
+    window = _final_points(values[~np.isnan(values)], tol)
+    return float(np.median(window)), step_noise(window)
+
+
 def _final_loss(run: pd.Series, base: pd.Series, tol: Tolerances) -> Check:
-    window = tol.final_window
-    got = float(np.mean(run.to_numpy()[-window:]))
-    finite = base.to_numpy()[~np.isnan(base.to_numpy())]
+    run_window = _final_points(run.to_numpy(dtype=np.float64), tol)
+    values = base.to_numpy(dtype=np.float64)
+    finite = values[~np.isnan(values)]
     if not len(finite):
         raise CompareError("the baseline's train/loss is NaN throughout: choose another baseline")
-    ref = float(np.mean(finite[-window:]))
-    limit = _upper(ref, tol.loss_rtol, tol.loss_atol)
-    bad = not got <= limit  # NaN fails
-    detail = f"mean of the last {window} points; run ends at step {int(run.index[-1])}"
-    return Check("final loss", ref, got, limit, "regression" if bad else "ok", detail)
+    base_window = _final_points(finite, tol)
+    got = float(np.median(run_window))  # a NaN in the run's window makes it NaN: it fails
+    ref = float(np.median(base_window))
+    # The baseline's noise: a worse loss is also a noisier one, which must not hide it.
+    noise = step_noise(base_window)
+    band = _band(ref, tol.loss_rtol, tol.loss_atol, tol.loss_sigmas, noise)
+    limit = ref + band
+    bad = not got <= limit
+    detail = (
+        f"median of the last {len(run_window)} points (run ends at step {int(run.index[-1])}); "
+        + _why(band, abs(ref) * tol.loss_rtol + tol.loss_atol, noise, tol.loss_sigmas)
+    )
+    return Check("final loss", ref, got, limit, _status(bad), detail, noise)
+
+
+def _noise_near(
+    x: np.ndarray[Any, Any], y: np.ndarray[Any, Any], position: float, width: float
+) -> Optional[float]:
+    """Per-step noise of ``y`` over ``x`` in ``(position - width, position]``."""
+    left = int(np.searchsorted(x, position - width, side="right"))
+    right = int(np.searchsorted(x, position, side="right"))
+    return step_noise(y[left:right])
 
 
 def _matched_loss(
@@ -219,72 +277,131 @@ def _matched_loss(
     if not hi > lo:
         return Check(name, None, None, None, "skipped", "the runs share no positions")
     positions = np.linspace(lo, hi, tol.checkpoints + 1)[1:]
-    # Each position averages the baseline's last `final_window` points' worth of axis.
-    width = float(np.median(np.diff(base_x))) * tol.final_window if len(base_x) > 1 else 0.0
-    got = _window_means(run_x, run.to_numpy(dtype=np.float64), positions, width, skip_nan=False)
-    ref = _window_means(base_x, base.to_numpy(dtype=np.float64), positions, width, skip_nan=True)
-    limits = ref + np.abs(ref) * tol.loss_rtol + tol.loss_atol
+    # Each position averages its whole stretch since the previous one: every point counts
+    # once, and a burst of a few noisy steps does not decide alone.
+    width = (hi - lo) / tol.checkpoints
+    run_y, base_y = run.to_numpy(dtype=np.float64), base.to_numpy(dtype=np.float64)
+    got = _window_means(run_x, run_y, positions, width, skip_nan=False)
+    ref = _window_means(base_x, base_y, positions, width, skip_nan=True)
+    # The baseline's noise near each position, over two stretches (a steadier estimate).
+    noises = [_noise_near(base_x, base_y, p, 2 * width) for p in positions]
+    bands = np.array(
+        [
+            _band(float(r), tol.loss_rtol, tol.loss_atol, tol.loss_sigmas, n)
+            for r, n in zip(ref, noises)
+        ]
+    )
+    limits = ref + bands
     # A run NaN fails; a position where the baseline itself has no finite value is skipped.
     excess = np.where(np.isnan(ref), -np.inf, np.where(np.isnan(got), np.inf, got - limits))
     worst = int(np.argmax(excess))
     bad = bool(excess[worst] > 0)
-    detail = f"worst of {tol.checkpoints} positions: {tol.align} {positions[worst]:,.0f}"
+    floor = abs(float(ref[worst])) * tol.loss_rtol + tol.loss_atol
+    why = _why(float(bands[worst]), floor, noises[worst], tol.loss_sigmas)
+    detail = f"worst of {tol.checkpoints} positions: {tol.align} {positions[worst]:,.0f}; {why}"
     return Check(
         name,
         float(ref[worst]),
         float(got[worst]),
         float(limits[worst]),
-        "regression" if bad else "ok",
+        _status(bad),
         detail,
+        noises[worst],
     )
 
 
-def _eval_checks(run: pd.DataFrame, baseline: pd.DataFrame, tol: Tolerances) -> list[Check]:
+def _eval_checks(
+    run: pd.DataFrame,
+    baseline: pd.DataFrame,
+    tol: Tolerances,
+    train_loss: tuple[float, Optional[float]],
+) -> list[Check]:
     tags = sorted(
         {t for t in run["tag"] if t.startswith("eval/")}
         & {t for t in baseline["tag"] if t.startswith("eval/")}
     )
+    loss_level, loss_noise = train_loss
     checks = []
     for tag in tags:
         got_s, ref_s = _series(run, tag), _series(baseline, tag)
         if got_s is None or ref_s is None:
             continue
         got, ref = float(got_s.iloc[-1]), float(ref_s.iloc[-1])
+        floor = abs(ref) * tol.eval_rtol
+        noise: Optional[float] = None
+        # One value per run: no noise of its own. An eval loss varies between runs as
+        # the train loss does (relatively); a perplexity, exp(loss), by the loss's absolute
+        # noise, relatively. Other metrics (accuracy) keep the explicit tolerance alone.
+        if loss_noise is not None and loss_level > 0 and _higher_is_worse(tag):
+            scale = loss_noise if "perplexity" in tag.lower() else loss_noise / loss_level
+            noise = abs(ref) * scale
+        band = _band(ref, tol.eval_rtol, 0.0, tol.loss_sigmas, noise)
         if _higher_is_worse(tag):
-            limit = _upper(ref, tol.eval_rtol)
+            limit = ref + band
             bad = not got <= limit
         else:
-            limit = ref - abs(ref) * tol.eval_rtol
+            limit = ref - band
             bad = not got >= limit
-        checks.append(Check(tag, ref, got, limit, "regression" if bad else "ok", "last value"))
+        detail = "last value; " + _why(band, floor, noise, tol.loss_sigmas)
+        checks.append(Check(tag, ref, got, limit, _status(bad), detail, noise))
     return checks
 
 
-def _median_of(frame: pd.DataFrame, tag: str) -> Optional[float]:
+def _perf_window(frame: pd.DataFrame, tag: str) -> Optional[np.ndarray[Any, Any]]:
+    """The logarithm of ``tag``'s positive values after the first 10 % of steps (compile,
+    warm-up); logarithms, since a busy machine slows steps by a factor."""
     series = _series(frame, tag)
     if series is None:
         return None
-    values = series.to_numpy()
-    values = values[len(values) // 10 :]  # leave out the first 10 %: compile, warm-up
-    return float(np.median(values)) if len(values) else None
+    values = series.to_numpy(dtype=np.float64)
+    values = values[len(values) // 10 :]
+    values = values[values > 0]
+    return np.log(values) if len(values) else None
+
+
+def _perf_check(
+    name: str,
+    run: np.ndarray[Any, Any],
+    base: np.ndarray[Any, Any],
+    rtol: float,
+    tol: Tolerances,
+    *,
+    lower_is_worse: bool,
+) -> Check:
+    got, ref = float(np.exp(np.median(run))), float(np.exp(np.median(base)))
+    noise = pooled(level_noise(run), level_noise(base))
+    spread = math.exp(tol.perf_sigmas * noise) if noise is not None else 1.0
+    if lower_is_worse:
+        floor = ref * (1 - rtol)
+        limit = min(floor, ref / spread)
+        bad = not got >= limit
+    else:
+        floor = ref * (1 + rtol)
+        limit = max(floor, ref * spread)
+        bad = not got <= limit
+    if noise is not None and limit != floor:
+        why = f"limit: {tol.perf_sigmas:g} x jitter {math.expm1(noise):.1%}"
+    else:
+        why = "limit: tolerance"
+    detail = f"median of {len(run)} steps; {why}"
+    return Check(name, ref, got, limit, _status(bad), detail, noise)
 
 
 def _throughput(run: pd.DataFrame, baseline: pd.DataFrame, tol: Tolerances) -> Check:
     for tag in ("perf/samples_per_s", "perf/tokens_per_s"):
-        got, ref = _median_of(run, tag), _median_of(baseline, tag)
+        got, ref = _perf_window(run, tag), _perf_window(baseline, tag)
         if got is not None and ref is not None:
-            limit = ref * (1 - tol.throughput_rtol)
-            bad = not got >= limit
-            return Check(f"throughput ({tag[5:]})", ref, got, limit, _status(bad), "median")
+            name = f"throughput ({tag[5:]})"
+            return _perf_check(name, got, ref, tol.throughput_rtol, tol, lower_is_worse=True)
     return Check("throughput", None, None, None, "skipped", "no perf/samples_per_s in both")
 
 
 def _step_time(run: pd.DataFrame, baseline: pd.DataFrame, tol: Tolerances) -> Check:
-    got, ref = _median_of(run, "perf/step_time_ms"), _median_of(baseline, "perf/step_time_ms")
+    tag = "perf/step_time_ms"
+    got, ref = _perf_window(run, tag), _perf_window(baseline, tag)
     if got is None or ref is None:
         return Check("step time (ms)", None, None, None, "skipped", "no perf/step_time_ms")
-    limit = _upper(ref, tol.step_time_rtol)
-    return Check("step time (ms)", ref, got, limit, _status(not got <= limit), "median")
+    return _perf_check("step time (ms)", got, ref, tol.step_time_rtol, tol, lower_is_worse=False)
 
 
 def _status(bad: bool) -> Literal["ok", "regression"]:
