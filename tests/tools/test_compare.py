@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 import mindwatch
 from mindwatch.cli import main
-from mindwatch.tools.noise import level_noise, pooled, step_noise
+from mindwatch.tools.noise import difference_noise, level_noise, step_noise
 
 
 def make_run(
@@ -234,5 +234,6 @@ def test_noise_ignores_the_trend_and_rare_spikes() -> None:
     jitter[::50] += 3.0  # stalls 20 times longer
     assert level_noise(jitter) == pytest.approx(0.1, rel=0.1)
     assert step_noise([1.0, 2.0]) is None
-    assert pooled(None, 0.3, 0.4) == pytest.approx(np.sqrt(0.125))
-    assert pooled(None, None) is None
+    assert difference_noise(0.3, 0.4) == pytest.approx(0.5)
+    assert difference_noise(None, 0.3) == pytest.approx(0.3 * np.sqrt(2))
+    assert difference_noise(None, None) is None

@@ -1,25 +1,25 @@
 """``mindwatch compare RUN --baseline BASE``: a regression gate for CI.
 
 A change counts as a regression only when it is larger than both an explicit tolerance
-(the floor, ``*_rtol`` / ``loss_atol``) and the noise measured in the two runs
-(``loss_sigmas`` / ``perf_sigmas`` times their pooled robust spread, see
-:mod:`mindwatch.tools.noise`). Two seeds of one job differ by their runs' noise; a
-regression differs by much more. Checks:
+(the floor, ``*_rtol`` / ``loss_atol``) and ``loss_sigmas`` / ``perf_sigmas`` times the
+noise of the difference between two runs, measured in them with robust statistics
+(:mod:`mindwatch.tools.noise`). Two seeds of one job, or one job on a busy machine,
+differ by about that noise; a regression differs by much more. Checks:
 
 * **final loss** - the median of the last ``final_fraction`` of ``train/loss`` (at least
-  ``final_window`` points); noise: the per-step noise of the baseline's window (a worse
-  loss is also a noisier one, which must not widen its own limit);
+  ``final_window`` points); noise: the baseline window's per-step noise, for both runs
+  (a worse loss is also a noisier one, which must not widen its own limit);
 * **loss at matched steps** - at ``checkpoints`` evenly spaced positions the runs share
   (by step, or by samples / tokens seen with ``align``), the mean of each run over the
   stretch of the axis since the previous position; noise: the baseline's per-step noise
   over the last two stretches; the worst position is reported;
 * **eval metrics** - the last value of every ``eval/<metric>`` both runs have: metrics
   named like a loss or perplexity may not rise, others (accuracy, F1, ...) may not
-  fall, by more than ``eval_rtol``. One value per run has no measurable noise: a loss
-  (perplexity) gets the baseline train loss's relative (absolute) per-step noise;
+  fall, by more than ``eval_rtol``. One value per run has no noise of its own: an eval
+  loss (perplexity) gets the baseline train loss's relative (absolute) per-step noise;
 * **throughput** - the median ``perf/samples_per_s`` (else ``perf/tokens_per_s``) after
   the first 10 % of steps; noise: the spread of its logarithm (jitter is relative) in
-  both runs (a busy machine's jitter in either run counts);
+  each run;
 * **step time** - the same for ``perf/step_time_ms``.
 
 Lower loss, higher throughput and shorter steps never fail. A check whose metric one of
@@ -39,7 +39,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from mindwatch.events.mixing import mixed_runs
-from mindwatch.tools.noise import level_noise, pooled, step_noise
+from mindwatch.tools.noise import difference_noise, level_noise, step_noise
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,7 +77,7 @@ class Tolerances(BaseModel):
         2.0, ge=0, description="Loss rise allowed, in the runs' per-step loss noise (0: off)."
     )
     perf_sigmas: float = Field(
-        3.0, ge=0, description="Throughput / step time change allowed, in their jitter (0: off)."
+        3.5, ge=0, description="Throughput / step time change allowed, in their jitter (0: off)."
     )
     final_fraction: float = Field(
         0.2, gt=0, le=1, description="Last fraction of the points compared as the final loss."
@@ -89,8 +89,8 @@ class Tolerances(BaseModel):
 
 @dataclass(frozen=True)
 class Check:
-    """One compared quantity. ``noise`` is the pooled robust spread that, times
-    ``*_sigmas``, widened the limit (for throughput and step time: of the logarithm)."""
+    """One compared quantity. ``noise`` is the noise of the difference between the runs
+    (for throughput and step time: of its logarithm); ``*_sigmas`` times it is allowed."""
 
     name: str
     baseline: Optional[float]
@@ -241,8 +241,9 @@ def _final_loss(run: pd.Series, base: pd.Series, tol: Tolerances) -> Check:
     base_window = _final_points(finite, tol)
     got = float(np.median(run_window))  # a NaN in the run's window makes it NaN: it fails
     ref = float(np.median(base_window))
-    # The baseline's noise: a worse loss is also a noisier one, which must not hide it.
-    noise = step_noise(base_window)
+    # The baseline's noise for both: a worse loss is also a noisier one, which must not
+    # widen its own limit.
+    noise = difference_noise(None, step_noise(base_window))
     band = _band(ref, tol.loss_rtol, tol.loss_atol, tol.loss_sigmas, noise)
     limit = ref + band
     bad = not got <= limit
@@ -284,7 +285,7 @@ def _matched_loss(
     got = _window_means(run_x, run_y, positions, width, skip_nan=False)
     ref = _window_means(base_x, base_y, positions, width, skip_nan=True)
     # The baseline's noise near each position, over two stretches (a steadier estimate).
-    noises = [_noise_near(base_x, base_y, p, 2 * width) for p in positions]
+    noises = [difference_noise(None, _noise_near(base_x, base_y, p, 2 * width)) for p in positions]
     bands = np.array(
         [
             _band(float(r), tol.loss_rtol, tol.loss_atol, tol.loss_sigmas, n)
@@ -334,7 +335,7 @@ def _eval_checks(
         # noise, relatively. Other metrics (accuracy) keep the explicit tolerance alone.
         if loss_noise is not None and loss_level > 0 and _higher_is_worse(tag):
             scale = loss_noise if "perplexity" in tag.lower() else loss_noise / loss_level
-            noise = abs(ref) * scale
+            noise = difference_noise(None, abs(ref) * scale)
         band = _band(ref, tol.eval_rtol, 0.0, tol.loss_sigmas, noise)
         if _higher_is_worse(tag):
             limit = ref + band
@@ -369,7 +370,7 @@ def _perf_check(
     lower_is_worse: bool,
 ) -> Check:
     got, ref = float(np.exp(np.median(run))), float(np.exp(np.median(base)))
-    noise = pooled(level_noise(run), level_noise(base))
+    noise = difference_noise(level_noise(run), level_noise(base))
     spread = math.exp(tol.perf_sigmas * noise) if noise is not None else 1.0
     if lower_is_worse:
         floor = ref * (1 - rtol)

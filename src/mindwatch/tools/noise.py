@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["MAD_TO_SIGMA", "level_noise", "pooled", "step_noise"]
+__all__ = ["MAD_TO_SIGMA", "difference_noise", "level_noise", "step_noise"]
 
 MAD_TO_SIGMA = 1.4826  # the MAD of normal noise is 0.6745 sigma
 
@@ -47,9 +47,13 @@ def level_noise(values: Any) -> Optional[float]:
     return MAD_TO_SIGMA * float(np.median(np.abs(finite - np.median(finite))))
 
 
-def pooled(*noises: Optional[float]) -> Optional[float]:
-    """The root mean square of the known noises: both runs' noise counts."""
-    known = [n for n in noises if n is not None]
-    if not known:
+def difference_noise(run: Optional[float], baseline: Optional[float]) -> Optional[float]:
+    """The noise of the difference between two runs' values, each as noisy as given:
+    sqrt(run^2 + baseline^2). A run's level varies from run to run about as much as its
+    steps do (measured on a shared machine, docs/compare.md), so two healthy runs differ
+    by this much. An unknown noise counts as equal to the known one."""
+    run = baseline if run is None else run
+    baseline = run if baseline is None else baseline
+    if run is None or baseline is None:
         return None
-    return math.sqrt(sum(n * n for n in known) / len(known))
+    return math.hypot(run, baseline)
