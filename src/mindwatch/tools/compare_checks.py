@@ -173,8 +173,7 @@ def compare_runs(run: pd.DataFrame, baseline: pd.DataFrame, tol: Tolerances) -> 
     if run_loss is None or base_loss is None:
         which = "the run" if run_loss is None else "the baseline"
         raise CompareError(f"{which} has no train/loss scalars: nothing to compare")
-    final = _final_loss(run_loss, base_loss, tol)
-    checks.append(final)
+    checks.append(_final_loss(run_loss, base_loss, tol))
     checks.append(_matched_loss(run, baseline, run_loss, base_loss, tol))
     checks.extend(_eval_checks(run, baseline, tol, _base_loss_noise(base_loss, tol)))
     checks.append(_throughput(run, baseline, tol))
