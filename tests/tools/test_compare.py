@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 from typing import Callable, Optional
 
+import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
 import mindwatch
 from mindwatch.cli import main
+from mindwatch.tools.noise import difference_noise, level_noise, step_noise
 
 
 def make_run(
@@ -21,15 +23,24 @@ def make_run(
     batch: int = 32,
     step_ms: float = 100.0,
     evals: Optional[dict[str, float]] = None,
+    seed: Optional[int] = None,
+    loss_noise: float = 0.0,
+    jitter: float = 0.0,
 ) -> Path:
+    """A run whose loss follows ``loss``; with ``seed``, each step's loss gets relative
+    normal noise ``loss_noise`` and its step time lognormal jitter ``jitter``, as small
+    batches and a shared machine give."""
+    rng = np.random.default_rng(seed)
     with mindwatch.Monitor(folder, {"print_every": 0}) as mon:
         for step in range(1, steps + 1):
+            value = loss(step) * (1 + loss_noise * rng.standard_normal())
+            ms = step_ms * float(np.exp(jitter * rng.standard_normal()))
             mon.log_scalars(
                 step,
                 {
-                    "train/loss": loss(step),
-                    "perf/step_time_ms": step_ms,
-                    "perf/samples_per_s": batch * 1000.0 / step_ms,
+                    "train/loss": value,
+                    "perf/step_time_ms": ms,
+                    "perf/samples_per_s": batch * 1000.0 / ms,
                 },
             )
         if evals:
@@ -142,3 +153,87 @@ def test_a_nan_stretch_in_the_baseline_does_not_hide_a_regression(tmp_path: Path
     result = compare(str(worse), "--baseline", str(base))
     assert result.exit_code == 1
     assert "loss at matched step" in result.output.split("regression:")[1]
+
+
+def noisy(folder: Path, seed: int, *, scale: float = 1.0, step_ms: float = 100.0) -> Path:
+    """One seed of a noisy job: 30 % loss noise per step, 15 % step time jitter."""
+    return make_run(
+        folder,
+        steps=300,
+        seed=seed,
+        loss=lambda s: scale * (0.2 + 2.0 / (1 + s / 20)),
+        loss_noise=0.3,
+        step_ms=step_ms,
+        jitter=0.15,
+        evals={"loss": scale * 0.25 * (1 + 0.3 * np.random.default_rng(seed).standard_normal())},
+    )
+
+
+def test_another_seed_passes_where_a_fixed_10_percent_line_fails(tmp_path: Path) -> None:
+    base = noisy(tmp_path / "seed0", 0)
+    for seed in (1, 2, 3):
+        other = noisy(tmp_path / f"seed{seed}", seed)
+        result = compare(str(other), "--baseline", str(base))
+        assert result.exit_code == 0, result.output
+        assert "x noise" in result.output
+        assert "x jitter" in result.output
+    # Without the noise criterion (the explicit tolerances alone) some seed fails.
+    strict = [
+        compare(
+            str(tmp_path / f"seed{s}"),
+            "--baseline",
+            str(base),
+            "--loss-sigmas",
+            "0",
+            "--perf-sigmas",
+            "0",
+        ).exit_code
+        for s in (1, 2, 3)
+    ]
+    assert 1 in strict
+
+
+def test_a_regression_larger_than_the_noise_fails(tmp_path: Path) -> None:
+    base = noisy(tmp_path / "base", 0)
+    worse = compare(str(noisy(tmp_path / "worse", 1, scale=2.0)), "--baseline", str(base))
+    assert worse.exit_code == 1, worse.output
+    assert "regression: final loss, loss at matched step, eval/loss\n" in worse.output
+    slow = compare(str(noisy(tmp_path / "slow", 1, step_ms=200.0)), "--baseline", str(base))
+    assert slow.exit_code == 1, slow.output
+    assert "regression: throughput (samples_per_s), step time (ms)\n" in slow.output
+
+
+def test_an_explicit_tolerance_is_a_floor_under_the_noise(tmp_path: Path) -> None:
+    base = noisy(tmp_path / "base", 0)
+    worse = noisy(tmp_path / "worse", 1, scale=2.0)
+    # A tolerance above the noise band decides; one below it leaves the noise band.
+    loose = ("--loss-rtol", "3", "--eval-rtol", "3")
+    assert compare(str(worse), "--baseline", str(base), *loose).exit_code == 0
+    data = json.loads(
+        compare(str(worse), "--baseline", str(base), "--loss-rtol", "0", "--json", "-").output
+    )
+    final = next(c for c in data["checks"] if c["name"] == "final loss")
+    assert final["noise"] > 0
+    assert final["limit"] == pytest.approx(final["baseline"] + 2 * final["noise"])
+    assert data["tolerances"]["loss_sigmas"] == 2.0
+    # More sigmas in a tolerances file widen the band.
+    wide = tmp_path / "wide.yaml"
+    wide.write_text("loss_sigmas: 100\n")
+    assert compare(str(worse), "--baseline", str(base), "--tolerances", str(wide)).exit_code == 0
+
+
+def test_noise_ignores_the_trend_and_rare_spikes() -> None:
+    rng = np.random.default_rng(0)
+    steps = np.arange(2000)
+    noise = rng.normal(scale=0.1, size=len(steps))
+    # A falling curve's trend is not noise; a spike every 100 steps barely moves it.
+    falling = 5.0 - steps / 500 + noise
+    falling[::100] += 50.0
+    assert step_noise(falling) == pytest.approx(0.1, rel=0.1)
+    jitter = np.log(100.0) + noise
+    jitter[::50] += 3.0  # stalls 20 times longer
+    assert level_noise(jitter) == pytest.approx(0.1, rel=0.1)
+    assert step_noise([1.0, 2.0]) is None
+    assert difference_noise(0.3, 0.4) == pytest.approx(0.5)
+    assert difference_noise(None, 0.3) == pytest.approx(0.3 * np.sqrt(2))
+    assert difference_noise(None, None) is None
