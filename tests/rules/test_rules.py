@@ -151,6 +151,27 @@ def test_divergence_of_the_smoothed_loss() -> None:
     assert 600 < div.step < 1000
 
 
+def test_divergence_adapts_to_a_short_noisy_run() -> None:
+    """300 steps of a noisy small-batch loss: a fixed 200-point warm-up and 100-point span
+    would see the divergence late or not at all; a healthy run of the same noise never
+    fires."""
+    rng = np.random.default_rng(3)
+
+    def losses(diverge: bool) -> list[float]:
+        return [
+            (2.0 / (1 + s / 20) if not diverge or s < 150 else 0.2 * math.exp((s - 150) / 40))
+            * rng.lognormal(0, 0.4)
+            for s in range(1, 301)
+        ]
+
+    alerts = run((s, {"train/loss": v}) for s, v in enumerate(losses(True), start=1))
+    (div,) = [a for a in alerts if a.rule == "divergence"]
+    assert 150 < div.step < 260
+    for _ in range(5):
+        healthy = run((s, {"train/loss": v}) for s, v in enumerate(losses(False), start=1))
+        assert [a for a in healthy if a.rule == "divergence"] == []
+
+
 def test_throughput_drop_is_reported_once_per_drop() -> None:
     rng = np.random.default_rng(0)
     speed = [

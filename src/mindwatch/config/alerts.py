@@ -125,10 +125,27 @@ class DivergenceSettings(_RuleSettings):
     """``divergence``: the smoothed loss has risen well above its minimum and stays there."""
 
     metric: str = Field(default="train/loss", description="Tag.")
-    window: int = Field(default=100, ge=2, description="Smoothing (EMA span, in points).")
+    window: Optional[int] = Field(
+        default=None,
+        ge=2,
+        description="Smoothing (EMA span, in points); not set: a third of the points seen "
+        "so far, between 10 and 100, so a short run is judged on a short span.",
+    )
     rise: float = Field(default=1.0, gt=0, description="Relative rise above the minimum.")
-    steps: int = Field(default=50, ge=1, description="Consecutive points above it.")
-    warmup: int = Field(default=200, ge=0, description="Points seen before the rule may fire.")
+    zscore: float = Field(
+        default=4.0,
+        ge=0,
+        description="The rise must also exceed this many standard deviations of the "
+        "smoothed value's own noise (measured from point to point): a noisy loss needs a "
+        "larger rise.",
+    )
+    steps: Optional[int] = Field(
+        default=None,
+        ge=1,
+        description="Consecutive points above it; not set: a tenth of the points seen, "
+        "between 10 and 50.",
+    )
+    warmup: int = Field(default=50, ge=0, description="Points seen before the rule may fire.")
 
 
 class ThroughputDropSettings(_RuleSettings):

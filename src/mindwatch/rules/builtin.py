@@ -291,55 +291,70 @@ class PlateauRule(Rule):
 
 
 class DivergenceRule(Rule):
-    """The smoothed value (EMA) ``rise`` above its minimum for ``steps`` points in a row."""
+    """The smoothed value (EMA) ``rise`` above its minimum, and well beyond its own
+    noise, for ``steps`` points in a row.
+
+    Span and duration adapt to the run: by default the EMA spans a third of the points
+    seen (10 to 100) and the rise must last a tenth of them (10 to 50), so a run of a few
+    hundred steps is judged on tens of points, a long run on a hundred. The noise is the
+    mean point-to-point change of the raw value, scaled to the EMA's spread.
+    """
 
     name = "divergence"
-    state = ("ema", "minimum", "seen", "above")
+    state = ("ema", "minimum", "seen", "above", "change", "last")
 
     def __init__(self, settings: DivergenceSettings) -> None:
         self.settings = settings
-        self.alpha = 2.0 / (settings.window + 1)
         self.ema: Optional[float] = None
         self.minimum: Optional[float] = None
         self.seen = 0
         self.above = 0
+        self.change: Optional[float] = None  # EMA of |value - previous value|
+        self.last: Optional[float] = None
+
+    def _span(self) -> float:
+        given = self.settings.window
+        return float(given) if given is not None else min(100.0, max(10.0, self.seen / 3))
+
+    def _steps(self) -> int:
+        given = self.settings.steps
+        return given if given is not None else min(50, max(10, self.seen // 10))
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
         value = values.get(s.metric)
         if value is None or value - value != 0.0:
             return []
-        ema = value if self.ema is None else self.ema + self.alpha * (value - self.ema)
-        self.ema = ema
         self.seen += 1
+        alpha = 2.0 / (self._span() + 1)
+        ema = value if self.ema is None else self.ema + alpha * (value - self.ema)
+        self.ema = ema
+        if self.last is not None:
+            moved = abs(value - self.last)
+            before = self.change
+            self.change = moved if before is None else before + 0.02 * (moved - before)
+        self.last = value
         if self.seen < s.warmup:
             return []
         low = self.minimum = ema if self.minimum is None else min(self.minimum, ema)
-        if not ema > low + abs(low) * s.rise:
+        # Mean |successive difference| of white noise is 2/sqrt(pi) sigma; an EMA of it
+        # spreads by sqrt(alpha / (2 - alpha)) of that.
+        noise = (self.change or 0.0) * 0.886 * math.sqrt(alpha / (2 - alpha))
+        if not ema > low + max(abs(low) * s.rise, s.zscore * noise):
             self.above = 0
             return []
         self.above += 1
-        if self.above != s.steps:
+        needed = self._steps()
+        if self.above != needed:
             return []
-        return [
-            Finding(
-                self.name,
-                "warning",
-                s.metric,
-                ema,
-                _(
-                    "smoothed {metric} {value} has stayed {rise:.0%} above its minimum "
-                    "{minimum} for {steps} points"
-                ).format(
-                    metric=s.metric,
-                    value=_fmt(ema),
-                    rise=ema / low - 1,
-                    minimum=_fmt(low),
-                    steps=s.steps,
-                ),
-                baseline=low,
-            )
-        ]
+        text = _(
+            "smoothed {metric} {value} has stayed {rise:.0%} above its minimum {minimum} "
+            "for {steps} points"
+        )
+        message = text.format(
+            metric=s.metric, value=_fmt(ema), rise=ema / low - 1, minimum=_fmt(low), steps=needed
+        )
+        return [Finding(self.name, "warning", s.metric, ema, message, baseline=low)]
 
 
 _DATA_WAIT, _COMPUTE = "perf/data_wait_ms", "perf/compute_ms"
