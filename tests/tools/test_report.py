@@ -92,7 +92,9 @@ def test_json_summary(report: Path) -> None:
     assert cand["hparams"] == {"lr": 1.1}
     assert cand["loss"]["nonfinite"] == 0
     assert cand["eval"]["eval/acc"] == {"last": pytest.approx(0.9), "last_step": 400}
-    assert set(cand["throughput"]) == {"samples_per_s", "step_time_ms"}
+    metrics = {k for k, v in cand["throughput"].items() if isinstance(v, dict)}
+    assert metrics == {"samples_per_s", "step_time_ms"}
+    assert cand["throughput"]["excluded_steps"] == 1  # the first step: no warm-up here
     stats = cand["throughput"]["samples_per_s"]
     assert stats["min"] <= stats["p50"] <= stats["p95"] <= stats["max"]
     assert cand["param_norms"]["fc.weight"] == {"start": 1.25, "end": 2.0}
@@ -103,7 +105,8 @@ def test_json_summary(report: Path) -> None:
 
 def test_markdown_for_a_ci_comment(report: Path) -> None:
     text = (report / "report.md").read_text()
-    assert "| run | status | steps | final loss | best loss | samples/s (p50) | alerts |" in text
+    header = "| run | status | steps | final loss (smoothed) | best loss (smoothed) |"
+    assert header + " samples/s (median) | duration | alerts |" in text
     assert "| candidate | finished | 400 |" in text
     assert text.count("\n| ") == 3
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from mindwatch._version import __version__
+from mindwatch.tools import report_format
+from mindwatch.tools.report_tables import comparison_table
 from mindwatch.tools.summary import RunSummary, downsample
 
 __all__ = ["FORMATS", "Chart", "charts", "write_report"]
@@ -278,49 +279,73 @@ def _svg(fig: Any) -> str:
 
 
 def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        return f"{value:.5g}"
-    return str(value)
+    return report_format.value(value)
 
 
 def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        return "-"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    return report_format.duration(seconds)
 
 
 def summary_rows(run: RunSummary) -> list[tuple[str, str]]:
     """The run summary as (label, value) rows, for HTML, PDF and Markdown alike."""
     f = run.facts
     loss = f.get("loss") or {}
+    digits = report_format.LOSS_DIGITS
     rows = [
         ("status", _fmt(f.get("status"))),
         ("steps", _fmt(f.get("steps"))),
         ("duration", _duration(f.get("duration_s"))),
         ("world size", _fmt(f.get("world_size"))),
-        ("final loss", _fmt(loss.get("final"))),
-        ("best loss", f"{_fmt(loss.get('best'))} at step {_fmt(loss.get('best_step'))}"),
-        ("non-finite losses", _fmt(loss.get("nonfinite"))),
     ]
+    if loss:
+        rows += [
+            (
+                "final loss (smoothed)",
+                f"{report_format.number(loss.get('final'), digits)}"
+                f" (raw {report_format.number(loss.get('final_raw'), digits)})",
+            ),
+            (
+                "best loss (smoothed)",
+                f"{report_format.number(loss.get('best'), digits)}"
+                f" at step {_fmt(loss.get('best_step'))}"
+                f" (raw minimum {report_format.number(loss.get('best_raw'), digits)}"
+                f" at step {_fmt(loss.get('best_raw_step'))})",
+            ),
+            (
+                "loss smoothing",
+                f"TensorBoard's moving average, weight {loss.get('smoothing')}",
+            ),
+            ("non-finite losses", _fmt(loss.get("nonfinite"))),
+        ]
+    throughput = f.get("throughput") or {}
+    if "excluded_steps" in throughput:
+        rows.append(
+            (
+                "left out of speed statistics",
+                f"{_fmt(throughput['excluded_steps'])} step(s): {throughput['excluded_reason']}",
+            )
+        )
     if f.get("mixed_runs"):
         rows.insert(0, ("warning", f"{f['mixed_runs']}: these numbers mix them"))
     if "tokens" in f:
-        rows.append(("tokens", f"{f['tokens']:,.0f}"))
+        rows.append(("tokens", _fmt(round(f["tokens"]))))
     for tag, value in (f.get("eval") or {}).items():
-        rows.append((tag, f"{_fmt(value['last'])} at step {value['last_step']}"))
+        rows.append(
+            (
+                tag,
+                f"{report_format.number(value['last'], digits)} at step {_fmt(value['last_step'])}",
+            )
+        )
     return rows
 
 
 def _throughput_rows(run: RunSummary) -> list[tuple[str, dict[str, str]]]:
+    """Per ``perf/*`` tag its statistics (without warm-up), each with its unit."""
     rows = []
     for name, stats in (run.facts.get("throughput") or {}).items():
-        if stats:
-            rows.append((name, {k: _fmt(v) for k, v in stats.items()}))
+        if isinstance(stats, dict) and stats:
+            shown = {k: report_format.metric_value(name, v) for k, v in stats.items()}
+            rows.append((report_format.metric_label(name), shown))
     return rows
 
 
@@ -365,29 +390,33 @@ def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
     lines = [f"## Training report: `{cell(str(logdir))}`", ""]
-    header = ["run", "status", "steps", "final loss", "best loss", "samples/s (p50)", "alerts"]
+    table = comparison_table(runs)
+    header = ["run", "status", "steps", *table.header[1:], "alerts"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for run in runs:
-        f = run.facts
-        loss = f.get("loss") or {}
-        speed = ((f.get("throughput") or {}).get("samples_per_s") or {}).get("p50")
-        row = [
-            run.name,
-            _fmt(f.get("status")),
-            _fmt(f.get("steps")),
-            _fmt(loss.get("final")),
-            _fmt(loss.get("best")),
-            _fmt(speed),
-            str(len(run.alerts)),
+    for r, (run, cells) in enumerate(zip(runs, table.rows)):
+        marked = [
+            f"**{text}**" if table.best.get(c) == r else text
+            for c, text in enumerate(cells)
+            if c > 0
         ]
+        f = run.facts
+        row = [run.name, _fmt(f.get("status")), _fmt(f.get("steps")), *marked]
+        row.append(str(len(run.alerts)))
         lines.append("| " + " | ".join(cell(c) for c in row) + " |")
+    for note in table.notes:
+        lines += ["", note]
+    if table.best:
+        lines.append("Best value per column in **bold**.")
     for run in runs:
         if run.facts.get("mixed_runs"):
             lines += ["", f"> **Warning** {cell(run.name)}: {cell(run.facts['mixed_runs'])}"]
     for run in runs:
         evals = (run.facts.get("eval") or {}).items()
         if evals:
-            shown = ", ".join(f"{tag} {_fmt(v['last'])}" for tag, v in evals)
+            shown = ", ".join(
+                f"{tag} {report_format.number(v['last'], report_format.LOSS_DIGITS)}"
+                for tag, v in evals
+            )
             lines += ["", f"- {cell(run.name)}: {cell(shown)}"]
     lines += ["", f"_mindwatch {__version__}_", ""]
     return "\n".join(lines)

@@ -1,7 +1,9 @@
-"""Tables of a report, the same in HTML, PDF and Markdown: the multi-run comparison.
+"""Tables of a report, the same in HTML, PDF and Markdown: the multi-run comparison and
+the spread across ranks.
 
 A row per run; per column the best value is marked (lowest loss and duration, highest
-throughput). Cells are text, already formatted; the marks are indices.
+throughput). Cells are text, already formatted (:mod:`mindwatch.tools.report_format`);
+the marks are indices; ``notes`` say how the numbers were made.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from mindwatch.tools import report_format as fmt
 from mindwatch.tools.summary import RunSummary
 
-__all__ = ["Table", "comparison_table"]
+__all__ = ["Table", "comparison_table", "spread_rows"]
+
+
+_RATES = ("samples_per_s", "tokens_per_s", "step_time_ms")
 
 
 @dataclass
@@ -21,37 +27,86 @@ class Table:
     header: list[str]
     rows: list[list[str]]
     best: dict[int, int] = field(default_factory=dict)  # column -> row holding its best
+    notes: list[str] = field(default_factory=list)  # how the numbers were made
 
 
 def _number(value: Any) -> Optional[float]:
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) else None
 
 
-def _text(value: Optional[float]) -> str:
-    return "-" if value is None else f"{value:.4g}"
+def _loss(key: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda f: (f.get("loss") or {}).get(key)
 
 
-# (header, value of a run's facts, lower is better)
-_COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], Any], bool], ...] = (
-    ("final loss", lambda f: (f.get("loss") or {}).get("final"), True),
-    ("best loss", lambda f: (f.get("loss") or {}).get("best"), True),
-    (
-        "samples/s (median)",
-        lambda f: ((f.get("throughput") or {}).get("samples_per_s") or {}).get("p50"),
-        False,
-    ),
-    ("duration (s)", lambda f: f.get("duration_s"), True),
-)
+def _rate(name: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda f: ((f.get("throughput") or {}).get(name) or {}).get("p50")
+
+
+def _loss_text(value: Optional[float]) -> str:
+    return fmt.number(value, fmt.LOSS_DIGITS)
+
+
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    get: Callable[[dict[str, Any]], Any]
+    text: Callable[[Optional[float]], str]
+    lower_is_better: bool
+
+
+def _columns(runs: Sequence[RunSummary]) -> list[_Column]:
+    rate = "samples_per_s"
+    has = {name: any(_rate(name)(r.facts) is not None for r in runs) for name in _RATES}
+    if not has[rate] and has["tokens_per_s"]:
+        rate = "tokens_per_s"
+    unit = rate.replace("_per_s", "/s")
+    return [
+        _Column("final loss (smoothed)", _loss("final"), _loss_text, True),
+        _Column("best loss (smoothed)", _loss("best"), _loss_text, True),
+        _Column(f"{unit} (median)", _rate(rate), lambda v: fmt.quantity(v, unit), False),
+        _Column("duration", lambda f: f.get("duration_s"), fmt.duration, True),
+    ]
 
 
 def comparison_table(runs: Sequence[RunSummary]) -> Table:
     """One row per run, the best value of each column marked."""
-    table = Table(["run"] + [header for header, _, _ in _COLUMNS], [])
-    values = [[_number(get(run.facts)) for _, get, _ in _COLUMNS] for run in runs]
+    columns = _columns(runs)
+    table = Table(["run"] + [c.header for c in columns], [])
+    values = [[_number(c.get(run.facts)) for c in columns] for run in runs]
     for run, row in zip(runs, values):
-        table.rows.append([run.name] + [_text(v) for v in row])
-    for c, (_, _, lower) in enumerate(_COLUMNS):
-        present = [(v[c], r) for r, v in enumerate(values) if v[c] is not None]
+        table.rows.append([run.name] + [c.text(v) for c, v in zip(columns, row)])
+    for i, column in enumerate(columns):
+        present = [(v[i], r) for r, v in enumerate(values) if v[i] is not None]
         if len(present) > 1:
-            table.best[c + 1] = (min if lower else max)(present)[1]
+            table.best[i + 1] = (min if column.lower_is_better else max)(present)[1]
+    weights = {_number((r.facts.get("loss") or {}).get("smoothing")) for r in runs}
+    if weights - {None}:
+        shown = ", ".join(f"{w:g}" for w in sorted(w for w in weights if w is not None))
+        table.notes.append(
+            f"Loss: smoothed as TensorBoard smooths it (moving average, weight {shown});"
+            " the raw minimum of a noisy loss is one lucky batch."
+        )
+    excluded = [
+        f"{run.name} {(run.facts.get('throughput') or {}).get('excluded_steps')}"
+        for run in runs
+        if (run.facts.get("throughput") or {}).get("excluded_steps") is not None
+    ]
+    if excluded:
+        table.notes.append(
+            "Throughput: median per run without the first logged step (graph compilation)"
+            " and the warm-up steps after it; steps left out: " + ", ".join(excluded) + "."
+        )
     return table
+
+
+def spread_rows(run: RunSummary) -> list[tuple[str, str, str]]:
+    """The spread across ranks as (metric, rank most often highest, largest max-min
+    gap) rows, formatted: what the report's "Across ranks" table shows."""
+    rows = []
+    for metric, info in sorted((run.facts.get("rank_spread") or {}).items()):
+        gap = info.get("max_gap")
+        rows.append(
+            (metric, fmt.value(info.get("most_often_highest_rank")), fmt.metric_value(metric, gap))
+        )
+    return rows

@@ -1,7 +1,15 @@
 """What a report says about a run, from its event files and ``run.json`` alone.
 
 Statistics use every point; only drawing thins them (:func:`downsample`, which keeps
-each bucket's minimum and maximum so a one-step spike stays visible).
+each bucket's minimum and maximum so a one-step spike stays visible). Two choices make
+the numbers describe the run rather than one moment of it:
+
+* the best and final loss are read from the loss smoothed as TensorBoard smooths it
+  (:mod:`mindwatch.tools.smoothing`, weight ``loss.smoothing``): the raw minimum of a
+  noisy loss is one lucky batch. The raw values stay as ``final_raw`` / ``best_raw``;
+* step-time and throughput statistics leave out the compile and warm-up steps at the
+  start (:mod:`mindwatch.tools.warmup`); ``throughput.excluded_steps`` says how many
+  and ``throughput.excluded_reason`` why.
 """
 
 from __future__ import annotations
@@ -18,6 +26,9 @@ from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import find_runs
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
+from mindwatch.tools.report_format import milliseconds
+from mindwatch.tools.smoothing import DEFAULT_WEIGHT, ema
+from mindwatch.tools.warmup import FACTOR, warmup_points
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -150,17 +161,8 @@ def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
         facts["duration_s"] = float(walls.max() - walls.min())
     loss = run.get("train/loss")
     if loss is not None and len(loss):
-        finite = np.isfinite(loss.values)
         facts["steps"] = int(loss.steps[-1])
-        facts["loss"] = {
-            "first": float(loss.values[0]),
-            "final": float(loss.values[-1]),
-            "nonfinite": int((~finite).sum()),
-        }
-        if finite.any():
-            best = int(np.nanargmin(np.where(finite, loss.values, np.nan)))
-            facts["loss"]["best"] = float(loss.values[best])
-            facts["loss"]["best_step"] = int(loss.steps[best])
+        facts["loss"] = _loss_facts(loss)
     evals = {}
     for tag, series in run.series.items():
         if tag.startswith("eval/") and len(series):
@@ -174,13 +176,9 @@ def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
     grad = run.get("train/grad_norm")
     if grad is not None:
         facts["grad_norm"] = _stats(grad.values)
-    perf = {}
-    for tag in ("perf/samples_per_s", "perf/tokens_per_s", "perf/step_time_ms"):
-        rate = run.get(tag)
-        if rate is not None:
-            perf[tag[5:]] = _stats(rate.values)
-    if perf:
-        facts["throughput"] = perf
+    throughput = _throughput_facts(run)
+    if throughput:
+        facts["throughput"] = throughput
     tokens_rate, step_ms = run.get("perf/tokens_per_s"), run.get("perf/step_time_ms")
     if tokens_rate is not None and step_ms is not None:
         common = np.intersect1d(tokens_rate.steps, step_ms.steps)
@@ -220,6 +218,66 @@ def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
         facts["param_norms"] = layers
     facts["alerts"] = run.alerts
     return facts
+
+
+def _loss_facts(loss: Series) -> dict[str, Any]:
+    raw = loss.values
+    smooth = ema(raw, DEFAULT_WEIGHT)
+    out: dict[str, Any] = {
+        "smoothing": DEFAULT_WEIGHT,
+        "first": float(raw[0]),
+        "final": float(smooth[-1]),
+        "final_raw": float(raw[-1]),
+        "nonfinite": int((~np.isfinite(raw)).sum()),
+    }
+    if np.isfinite(raw).any():
+        best = int(np.nanargmin(np.where(np.isfinite(smooth), smooth, np.nan)))
+        out["best"], out["best_step"] = float(smooth[best]), int(loss.steps[best])
+        best = int(np.nanargmin(np.where(np.isfinite(raw), raw, np.nan)))
+        out["best_raw"], out["best_raw_step"] = float(raw[best]), int(loss.steps[best])
+    return out
+
+
+_PERF = ("samples_per_s", "tokens_per_s", "step_time_ms")
+
+
+def _throughput_facts(run: RunSummary) -> dict[str, Any]:
+    """Statistics of each ``perf/*`` tag without the compile and warm-up steps."""
+    present = {name: s for name in _PERF if (s := run.get(f"perf/{name}")) is not None}
+    if not present:
+        return {}
+    # Step times say directly which steps were slow; else a rate's inverse does.
+    name = "step_time_ms" if "step_time_ms" in present else next(iter(present))
+    driver = present[name]
+    with np.errstate(divide="ignore"):
+        cost = driver.values if name == "step_time_ms" else 1.0 / driver.values
+    count = warmup_points(cost)
+    out: dict[str, Any] = {}
+    until = int(driver.steps[count - 1]) if count else None
+    for metric, series in present.items():
+        kept = series.values if until is None else series.values[series.steps > until]
+        out[metric] = _stats(kept if np.isfinite(kept).any() else series.values)
+    out["excluded_steps"] = count
+    out["excluded_until_step"] = until
+    out["excluded_reason"] = _excluded_reason(driver, name, count)
+    return out
+
+
+def _excluded_reason(series: Series, name: str, count: int) -> str:
+    if not count:
+        return "none excluded: fewer than 3 points, too few to tell warm-up from the run"
+    first = f"step {int(series.steps[0])}"
+    if name == "step_time_ms":
+        first += f", {milliseconds(series.values[0])}"
+    reason = f"the first logged step ({first}) includes compiling the graph"
+    if count > 1:
+        steps = f"step {int(series.steps[1])}"
+        if count > 2:
+            steps = f"steps {int(series.steps[1])}-{int(series.steps[count - 1])}"
+        reason += (
+            f"; {steps} ran more than {FACTOR:g}x slower than the median of the rest (warm-up)"
+        )
+    return reason
 
 
 def downsample(
