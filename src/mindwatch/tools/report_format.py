@@ -9,6 +9,7 @@ themselves (a run that diverged must say so, not hide it).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Optional
 
 __all__ = [
@@ -45,8 +46,8 @@ def _float(x: Any) -> Optional[float]:
 def number(x: Any, digits: int = _DIGITS) -> str:
     """``x`` to ``digits`` significant digits: ``0.676``, ``2,580``, ``14,700``,
     ``3.00e-5``; integers in full with thousands separators (``1,234,567``)."""
-    if isinstance(x, int) and not isinstance(x, bool):
-        return f"{x:,}"
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        return f"{int(x):,}"
     v = _float(x)
     if v is None or not math.isfinite(v) or v == 0:
         return _special(x, v)
