@@ -158,7 +158,13 @@ def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
     }
     walls = group["wall_time"].to_numpy()
     if len(walls):
-        facts["duration_s"] = float(walls.max() - walls.min())
+        # A point's wall time is stamped when its step ends: the first step's own time
+        # (compiling the graph, often most of a short run) ran before the first stamp.
+        first = run.get("perf/step_time_ms")
+        before = 0.0
+        if first is not None and len(first) and np.isfinite(first.values[0]):
+            before = float(first.values[0]) / 1000.0
+        facts["duration_s"] = float(walls.max() - walls.min()) + before
     loss = run.get("train/loss")
     if loss is not None and len(loss):
         facts["steps"] = int(loss.steps[-1])
