@@ -202,15 +202,29 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> tuple[st
     callback=_formats,
     help="Comma-separated: html, pdf, json, md.",
 )
-def report_command(*, logdir: Path, out: Path, formats: tuple[str, ...]) -> None:
+@click.option(
+    "--lang",
+    "language",
+    type=click.Choice(["zh", "en"]),
+    default=None,
+    help="Language of the report's text (the JSON stays English). "
+    "[default: the locale's, as for alerts: zh when LANGUAGE/LC_ALL/LANG start with zh]",
+)
+def report_command(
+    *, logdir: Path, out: Path, formats: tuple[str, ...], language: Optional[str]
+) -> None:
     """Write a training report of the runs below LOGDIR (several runs are overlaid).
 
     HTML is one self-contained file (no scripts, nothing from the network); PDF has the
     same charts; JSON is the machine-readable summary; Markdown suits a CI comment.
     Exit status: 0 written, 2 bad input.
     """
+    from mindwatch.common.i18n import set_language
     from mindwatch.tools.report import write_report
     from mindwatch.tools.summary import summarize
+
+    if language is not None:
+        set_language(language)
 
     frame = _read_scalars(_logdir(logdir), (), ())
     if frame.empty:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -458,40 +458,8 @@ def _html(
 
 
 def _pdf(runs: Sequence[RunSummary], logdir: Path, figures: _Figures, path: Path) -> None:
-    from matplotlib.backends.backend_pdf import PdfPages
-    from matplotlib.figure import Figure
+    from mindwatch.tools.report_pdf import write_pdf
 
-    with PdfPages(path, metadata={"Title": f"mindwatch report: {logdir}"}) as pdf:
-        for page in _summary_pages(runs, logdir):
-            fig = Figure(figsize=(8.27, 11.69))
-            fig.text(0.06, 0.96, page[0], fontsize=14, va="top", parse_math=False)
-            fig.text(
-                0.06,
-                0.92,
-                "\n".join(page[1:]),
-                fontsize=9,
-                va="top",
-                family="monospace",
-                parse_math=False,
-            )
-            pdf.savefig(fig)
-        for chart in figures.charts:
-            pdf.savefig(figures[chart])
-
-
-def _summary_pages(runs: Sequence[RunSummary], logdir: Path) -> Iterator[list[str]]:
-    lines: list[str] = []
-    for run in runs:
-        lines.append(f"run: {run.name}")
-        lines += [f"  {label:<20} {value}" for label, value in summary_rows(run)]
-        for name, stats in _throughput_rows(run):
-            shown = "  ".join(f"{k} {v}" for k, v in stats.items())
-            lines.append(f"  {name:<20} {shown}")
-        hparams = run.facts.get("hparams") or {}
-        for key, value in sorted(hparams.items()):
-            lines.append(f"  hparam {key:<13} {value}")
-        lines.append(f"  alerts               {len(run.alerts)}")
-        lines.append("")
-    per_page = 70
-    for start in range(0, max(len(lines), 1), per_page):
-        yield [f"mindwatch report: {logdir}", *lines[start : start + per_page]]
+    write_pdf(
+        runs, logdir, path, summary_rows
+    )  # its own A4 layout: the figures are sized for the screen
