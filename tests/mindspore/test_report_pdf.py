@@ -91,7 +91,7 @@ def test_one_run_in_english(pdftoppm: str, demo_runs: Path, tmp_path: Path) -> N
     pages = check_pages(pdftoppm, pdf, tmp_path)
     cover = text(pdf, 1)
     assert "Training report" in cover
-    assert re.search(r"final loss\s+\d", cover)  # a table row: label, then its value
+    assert re.search(r"final loss \(smoothed\)\s+\d", cover)  # a table row: label, then its value
     assert re.search(r"train_cell\s+TrainOneStepWithGradNormCell", cover)  # hyperparameters
     for page in range(1, pages + 1):
         footer = text(pdf, page).strip().splitlines()[-1]

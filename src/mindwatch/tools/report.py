@@ -23,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from mindwatch._version import __version__
+from mindwatch.common.i18n import _
 from mindwatch.tools import report_format
 from mindwatch.tools.report_tables import comparison_table
 from mindwatch.tools.summary import RunSummary, downsample
@@ -89,7 +90,7 @@ def _finish(ax: Any, *, xlabel: str = "step", log: bool = False) -> None:
     ax.grid(True, alpha=0.3)
     if log:
         ax.set_yscale("log")
-    handles, _ = ax.get_legend_handles_labels()
+    handles, _labels = ax.get_legend_handles_labels()
     if handles:
         ax.legend(fontsize=8, loc="best")
 
@@ -287,53 +288,67 @@ def _duration(seconds: Any) -> str:
 
 
 def summary_rows(run: RunSummary) -> list[tuple[str, str]]:
-    """The run summary as (label, value) rows, for HTML, PDF and Markdown alike."""
+    """The run summary as (label, value) rows, for HTML, PDF and Markdown alike, in the
+    report's language (the reason warm-up steps were left out stays as the JSON has it)."""
     f = run.facts
     loss = f.get("loss") or {}
     digits = report_format.LOSS_DIGITS
     rows = [
-        ("status", _fmt(f.get("status"))),
-        ("steps", _fmt(f.get("steps"))),
-        ("duration", _duration(f.get("duration_s"))),
-        ("world size", _fmt(f.get("world_size"))),
+        (_("status"), _fmt(f.get("status"))),
+        (_("steps"), _fmt(f.get("steps"))),
+        (_("duration"), _duration(f.get("duration_s"))),
+        (_("world size"), _fmt(f.get("world_size"))),
     ]
     if loss:
         rows += [
             (
-                "final loss (smoothed)",
-                f"{report_format.number(loss.get('final'), digits)}"
-                f" (raw {report_format.number(loss.get('final_raw'), digits)})",
+                _("final loss (smoothed)"),
+                _("{value} (raw {raw})").format(
+                    value=report_format.number(loss.get("final"), digits),
+                    raw=report_format.number(loss.get("final_raw"), digits),
+                ),
             ),
             (
-                "best loss (smoothed)",
-                f"{report_format.number(loss.get('best'), digits)}"
-                f" at step {_fmt(loss.get('best_step'))}"
-                f" (raw minimum {report_format.number(loss.get('best_raw'), digits)}"
-                f" at step {_fmt(loss.get('best_raw_step'))})",
+                _("best loss (smoothed)"),
+                _("{value} at step {step} (raw minimum {raw} at step {raw_step})").format(
+                    value=report_format.number(loss.get("best"), digits),
+                    step=_fmt(loss.get("best_step")),
+                    raw=report_format.number(loss.get("best_raw"), digits),
+                    raw_step=_fmt(loss.get("best_raw_step")),
+                ),
             ),
             (
-                "loss smoothing",
-                f"TensorBoard's moving average, weight {loss.get('smoothing')}",
+                _("loss smoothing"),
+                _("TensorBoard's moving average, weight {weight}").format(
+                    weight=loss.get("smoothing")
+                ),
             ),
-            ("non-finite losses", _fmt(loss.get("nonfinite"))),
+            (_("non-finite losses"), _fmt(loss.get("nonfinite"))),
         ]
     throughput = f.get("throughput") or {}
     if "excluded_steps" in throughput:
         rows.append(
             (
-                "left out of speed statistics",
-                f"{_fmt(throughput['excluded_steps'])} step(s): {throughput['excluded_reason']}",
+                _("left out of speed statistics"),
+                _("{count} step(s): {reason}").format(
+                    count=_fmt(throughput["excluded_steps"]), reason=throughput["excluded_reason"]
+                ),
             )
         )
     if f.get("mixed_runs"):
-        rows.insert(0, ("warning", f"{f['mixed_runs']}: these numbers mix them"))
+        rows.insert(
+            0,
+            (_("warning"), _("{mixed}: these numbers mix them").format(mixed=f["mixed_runs"])),
+        )
     if "tokens" in f:
-        rows.append(("tokens", _fmt(round(f["tokens"]))))
+        rows.append((_("tokens"), _fmt(round(f["tokens"]))))
     for tag, value in (f.get("eval") or {}).items():
         rows.append(
             (
                 tag,
-                f"{report_format.number(value['last'], digits)} at step {_fmt(value['last_step'])}",
+                _("{value} at step {step}").format(
+                    value=report_format.number(value["last"], digits), step=_fmt(value["last_step"])
+                ),
             )
         )
     return rows

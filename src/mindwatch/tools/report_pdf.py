@@ -25,6 +25,7 @@ import numpy as np
 
 from mindwatch._version import __version__
 from mindwatch.common.i18n import N_, _
+from mindwatch.tools import report_format
 from mindwatch.tools.report_tables import comparison_table
 from mindwatch.tools.smoothing import DEFAULT_WEIGHT, ema
 from mindwatch.tools.summary import RunSummary, downsample
@@ -67,7 +68,7 @@ _LABELS = (
 _RATES = {
     "samples_per_s": N_("samples/s"),
     "tokens_per_s": N_("tokens/s"),
-    "step_time_ms": N_("step time (ms)"),
+    "step_time_ms": N_("step time"),
 }
 _STATS = {"p50": N_("median"), "p95": N_("p95"), "mean": N_("mean"), "min": N_("min"),
           "max": N_("max")}  # fmt: skip
@@ -357,10 +358,15 @@ def _cover(
     for run in runs:
         rows = [[_(label), value] for label, value in summary_rows(run)]
         rows.append([_("alerts"), str(len(run.alerts))])
-        for name, stats in (run.facts.get("throughput") or {}).items():
-            if stats:
-                shown = ", ".join(f"{_(_STATS.get(k, k))} {_number(v)}" for k, v in stats.items())
+        speed = run.facts.get("throughput") or {}
+        for name, stats in speed.items():
+            if isinstance(stats, dict) and stats:  # the others say what was left out
+                shown = ", ".join(
+                    f"{_(_STATS.get(str(k), str(k)))} {report_format.metric_value(name, v)}"
+                    for k, v in stats.items()
+                )
                 rows.append([_(_RATES.get(name, name)), shown])
+
         hparams = sorted((run.facts.get("hparams") or {}).items())
         needed = 0.0185 * len(rows) + 0.06
         if page.room() < needed:
