@@ -134,8 +134,16 @@ class _Builder:
         self.marks: list[int] = []  # eval points and alerts
         self.legend_shown: set[int] = set()
 
-    def row(self, title: str, *, log: bool = False) -> int:
-        self.rows.append({"title": title, "log": log})
+    def row(self, title: str, *, log: bool = False, tag: str = "") -> int:
+        """A new subplot; ``log``: a log y axis for ``tag``'s values."""
+        wide = False
+        if log:  # a tick per decade when the values span several (no 2 and 5 labels)
+            finite = [s.finite() for r in self.runs for s in [r.get(tag)] if s is not None]
+            values = np.concatenate(finite) if finite else np.ones(1)
+            values = values[values > 0]
+            log = bool(len(values))
+            wide = log and float(values.max()) > 20 * float(values.min())
+        self.rows.append({"title": title, "log": log, "decades": wide})
         return len(self.rows)
 
     def add(self, run_index: int, row: int, steps: Any, trace: dict[str, Any]) -> int:
@@ -206,11 +214,13 @@ def _smoothed(
             },
         )
     )
+    legend = {} if b.multi or row != 1 else {"name": f"{label}, smoothed", "showlegend": True}
     b.add(
         i,
         row,
         steps,
         {
+            **legend,
             "y": _numbers(smooth[keep]),
             "customdata": _numbers(series.values[keep]),
             "mode": "lines",
@@ -296,7 +306,7 @@ def _series_row(
     weight: Optional[float] = None,
 ) -> None:
     """One tag of every run; smoothed like the loss when ``weight`` is given."""
-    row = b.row(title if weight is None else f"{title}, smoothed", log=log)
+    row = b.row(title if weight is None else f"{title}, smoothed", log=log, tag=tag)
     label = title.split(" (", maxsplit=1)[0]
     for i, run in enumerate(b.runs):
         series = run.get(tag)
@@ -418,6 +428,7 @@ def _layout(b: _Builder) -> dict[str, Any]:
             "gridcolor": "#e6e9ed",
             "zeroline": False,
             "exponentformat": "SI" if not row["log"] else "power",
+            **({"dtick": 1} if row["decades"] else {}),
         }
         layout[f"xaxis{suffix}"] = {
             "anchor": f"y{suffix}",
@@ -501,18 +512,35 @@ def _gradient_spread(runs: Sequence[RunSummary]) -> Optional[Plot]:
         if series is None or not len(series.finite()):
             continue
         values = series.finite()
-        if len(values) > 20000:  # the shape needs no more; keeps the file small
-            values = np.random.default_rng(0).choice(values, 20000, replace=False)
         name = _text(run.name)
-        trace: dict[str, Any] = {
-            "x": _numbers(values),
-            "name": name,
-            "marker": {"color": _color(i)},
-        }
+        # statistics computed here, not in the page: a million points stay out of the file
         if multi:
-            trace.update({"type": "box", "orientation": "h", "boxpoints": False})
+            q1, median, q3 = np.percentile(values, [25, 50, 75])
+            low = values[values >= q1 - 1.5 * (q3 - q1)].min()
+            high = values[values <= q3 + 1.5 * (q3 - q1)].max()
+            trace: dict[str, Any] = {
+                "type": "box",
+                "orientation": "h",
+                "y": [name],
+                "q1": [q1],
+                "median": [median],
+                "q3": [q3],
+                "lowerfence": [low],
+                "upperfence": [high],
+                "name": name,
+                "marker": {"color": _color(i)},
+            }
         else:
-            trace.update({"type": "histogram", "nbinsx": 50, "opacity": 0.9})
+            counts, edges = np.histogram(values, bins=50)
+            trace = {
+                "type": "bar",
+                "x": _numbers((edges[:-1] + edges[1:]) / 2),
+                "y": counts.tolist(),
+                "width": float(edges[1] - edges[0]),
+                "name": name,
+                "marker": {"color": _color(i)},
+                "hovertemplate": "gradient norm %{x:.4~g}: %{y} steps<extra></extra>",
+            }
         data.append(trace)
     if not data:
         return None
@@ -521,9 +549,9 @@ def _gradient_spread(runs: Sequence[RunSummary]) -> Optional[Plot]:
         "margin": {"l": 20, "r": 20, "t": 30, "b": 50},
         "showlegend": False,
         "xaxis": {"title": {"text": "global gradient norm"}, "gridcolor": "#e6e9ed"},
-        "yaxis": {"automargin": True, "autorange": "reversed"}
+        "yaxis": {"automargin": True, "autorange": "reversed", "type": "category"}
         if multi
-        else {"title": {"text": "steps"}, "gridcolor": "#e6e9ed"},
+        else {"title": {"text": "steps"}, "gridcolor": "#e6e9ed", "automargin": True},
         "plot_bgcolor": "#ffffff",
     }
     caption = (
