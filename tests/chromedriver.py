@@ -73,14 +73,50 @@ class Browser:
             time.sleep(interval)
         raise AssertionError(f"the page never satisfied the script; last result: {last!r}")
 
+    def console(self) -> list[dict[str, Any]]:
+        """The page's console messages since the last call (chromedriver's browser log;
+        needs the session's ``goog:loggingPrefs``, which :func:`browser` sets)."""
+        entries: list[dict[str, Any]] = self._call("POST", "/se/log", {"type": "browser"})
+        return entries
+
+    def pointer(self, *moves: tuple[str, int, int]) -> None:
+        """Real mouse input at viewport pixels: ("move" | "down" | "up", x, y) in order."""
+        actions: list[dict[str, Any]] = []
+        for kind, x, y in moves:
+            actions.append({"type": "pointerMove", "duration": 50, "x": x, "y": y})
+            if kind == "down":
+                actions.append({"type": "pointerDown", "button": 0})
+            elif kind == "up":
+                actions.append({"type": "pointerUp", "button": 0})
+        body = {
+            "actions": [
+                {
+                    "type": "pointer",
+                    "id": "mouse",
+                    "parameters": {"pointerType": "mouse"},
+                    "actions": actions,
+                }
+            ]
+        }
+        self._call("POST", "/actions", body)
+
     def screenshot(self, path: Path) -> Path:
         path.write_bytes(base64.b64decode(self._call("GET", "/screenshot")))
         return path
 
 
 @contextmanager
-def browser(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterator[Browser]:
-    """A headless Chromium session (its own profile folder), ended on exit."""
+def browser(
+    profile: Path, *, width: int = 1400, height: int = 1000, offline: bool = False
+) -> Iterator[Browser]:
+    """A headless Chromium session (its own profile folder), ended on exit. ``offline``:
+    no host name resolves and every request goes to a closed port, so anything the page
+    tries to fetch fails (and shows in :meth:`Browser.console`)."""
+    blocked = [
+        f"--proxy-server=http://127.0.0.1:{_free_port()}",
+        "--proxy-bypass-list=<-loopback>",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+    ]
     port = _free_port()
     driver = subprocess.Popen(
         [CHROMEDRIVER, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -113,8 +149,10 @@ def browser(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterator
                     "--hide-scrollbars",
                     f"--window-size={width},{height}",
                     f"--user-data-dir={profile}",
+                    *(blocked if offline else []),
                 ],
             },
+            "goog:loggingPrefs": {"browser": "ALL"},
         }
         request = urllib.request.Request(
             f"{endpoint}/session",

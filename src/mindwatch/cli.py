@@ -210,13 +210,20 @@ def _formats(ctx: click.Context, param: click.Parameter, value: str) -> tuple[st
     help="Language of the report's text (the JSON stays English). "
     "[default: the locale's, as for alerts: zh when LANGUAGE/LC_ALL/LANG start with zh]",
 )
+@click.option(
+    "--static",
+    is_flag=True,
+    help="HTML without scripts (SVG charts), for viewers that block them.",
+)
 def report_command(
-    *, logdir: Path, out: Path, formats: tuple[str, ...], language: Optional[str]
+    *, logdir: Path, out: Path, formats: tuple[str, ...], language: Optional[str], static: bool
 ) -> None:
     """Write a training report of the runs below LOGDIR (several runs are overlaid).
 
-    HTML is one self-contained file (no scripts, nothing from the network); PDF has the
-    same charts; JSON is the machine-readable summary; Markdown suits a CI comment.
+    HTML is one self-contained file that loads nothing from the network: interactive
+    charts (hover values, zoom, series toggles; plotly.js inlined), or with --static
+    SVG charts and no scripts. PDF has the charts for printing; JSON is the
+    machine-readable summary; Markdown suits a CI comment.
     Exit status: 0 written, 2 bad input.
     """
     from mindwatch.common.i18n import set_language
@@ -241,7 +248,7 @@ def report_command(
                 err=True,
             )
     try:
-        written = write_report(runs, logdir, out, formats)
+        written = write_report(runs, logdir, out, formats, static=static)
     except OSError as exc:
         raise InputError(f"cannot write the report to '{out}': {exc}") from exc
     for fmt, path in written.items():

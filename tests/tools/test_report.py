@@ -76,7 +76,9 @@ def make_runs(root: Path) -> Path:
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = make_runs(tmp_path_factory.mktemp("report") / "runs")
     out = root.parent / "out"
-    result = CliRunner().invoke(main, ["report", str(root), "--out", str(out)])
+    # --static: the script-free HTML these tests check; test_report_html.py checks the
+    # interactive one
+    result = CliRunner().invoke(main, ["report", str(root), "--out", str(out), "--static"])
     assert result.exit_code == 0, result.output
     for fmt in ("html", "pdf", "json", "md"):
         assert f"{fmt:>4}: {out / f'report.{fmt}'}" in result.output

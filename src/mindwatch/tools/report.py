@@ -1,7 +1,8 @@
 """``mindwatch report``: a training report from event files alone.
 
-HTML (one self-contained file: inline SVG charts and CSS, no script, nothing fetched),
-PDF (the same charts, matplotlib), JSON (the machine-readable summary) and Markdown
+HTML (one self-contained file that fetches nothing: interactive charts with plotly.js
+inlined, see :mod:`mindwatch.tools.report_html`, or with ``static`` inline SVG charts
+and no script), PDF (the same charts, matplotlib), JSON (the machine-readable summary) and Markdown
 (for a CI comment). Several runs below one folder are overlaid in every chart.
 
 Charts are drawn with matplotlib's ``Figure`` (no pyplot state). Text in the SVGs is
@@ -374,9 +375,15 @@ def _document(runs: Sequence[RunSummary], logdir: Path) -> dict[str, Any]:
 
 
 def write_report(
-    runs: Sequence[RunSummary], logdir: Path, out: Path, formats: Sequence[str]
+    runs: Sequence[RunSummary],
+    logdir: Path,
+    out: Path,
+    formats: Sequence[str],
+    *,
+    static: bool = False,
 ) -> dict[str, Path]:
-    """Write the report in ``formats`` into ``out``; returns format -> file."""
+    """Write the report in ``formats`` into ``out``; returns format -> file. ``static``:
+    an HTML without scripts (SVG charts) instead of the interactive one."""
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     document = _document(runs, logdir)
@@ -391,7 +398,7 @@ def write_report(
         written["md"] = path
     if "html" in formats:
         path = out / "report.html"
-        path.write_text(_html(runs, logdir, figures, document), encoding="utf-8")
+        path.write_text(_html(runs, logdir, figures, document, static=static), encoding="utf-8")
         written["html"] = path
     if "pdf" in formats:
         path = out / "report.pdf"
@@ -438,20 +445,40 @@ def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
 
 
 def _html(
-    runs: Sequence[RunSummary], logdir: Path, figures: _Figures, document: dict[str, Any]
+    runs: Sequence[RunSummary],
+    logdir: Path,
+    figures: _Figures,
+    document: dict[str, Any],
+    *,
+    static: bool = False,
 ) -> str:
+    """The HTML report: interactive (plotly.js inlined), or with ``static`` script-free
+    (the matplotlib charts as inline SVG) for viewers that block scripts."""
     import jinja2
     from markupsafe import Markup
+
+    from mindwatch.tools.report_html import PALETTE, interactive_plots, plotly_js
+    from mindwatch.tools.report_tables import comparison_table
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("mindwatch.tools", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    rendered = [
-        {"title": c.title, "caption": c.caption, "svg": Markup(_svg(figures[c]))}
-        for c in figures.charts
-    ]
+    if static:
+        rendered = [
+            {"title": c.title, "caption": c.caption, "svg": Markup(_svg(figures[c]))}
+            for c in figures.charts
+        ]
+        plots: list[dict[str, Any]] = []
+        script = Markup("")
+    else:
+        rendered = []
+        plots = [
+            {"key": p.key, "caption": p.caption, "json": Markup(p.json())}
+            for p in interactive_plots(runs)
+        ]
+        script = Markup(plotly_js())
     template = env.get_template("report.html.j2")
     return template.render(
         logdir=str(logdir),
@@ -468,7 +495,12 @@ def _html(
             }
             for run in runs
         ],
+        comparison=comparison_table(runs) if len(runs) > 1 else None,
         charts=rendered,
+        plots=plots,
+        plotly=script,
+        palette=PALETTE,
+        static=static,
     )
 
 

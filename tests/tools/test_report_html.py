@@ -1,0 +1,141 @@
+"""The interactive HTML report in a real headless Chromium with the network blocked:
+no console errors, nothing requested, hover shows values, zoom moves every chart."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from mindwatch.cli import main
+from tests.chromedriver import Browser, browser
+from tests.tools.test_report import EVIL, make_runs
+
+
+@pytest.fixture(scope="module")
+def interactive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_runs(tmp_path_factory.mktemp("interactive") / "runs")
+    out = root.parent / "out"
+    result = CliRunner().invoke(main, ["report", str(root), "--out", str(out), "--format", "html"])
+    assert result.exit_code == 0, result.output
+    return out / "report.html"
+
+
+def _specs(html: str) -> list[dict[str, Any]]:
+    import json
+
+    found = re.findall(r"var figure = (\{.*?\});\n", html)
+    return [json.loads(text) for text in found]
+
+
+def test_one_file_with_inline_scripts_and_escaped_names(interactive: Path) -> None:
+    html = interactive.read_text()
+    assert re.findall(r"<script[^>]*\bsrc=", html) == []
+    assert re.findall(r"<(link|img|iframe)\b(?![^>]*href=\"data:,\")", html) == []
+    assert EVIL not in html  # alert message and tag names: escaped, also inside the JSON
+    assert "loss jumped &lt;script&gt;alert(1)&lt;/script&gt;" in html  # the alert table
+    specs = _specs(html)
+    assert len(specs) == 3  # the timeline, gradient norm spread, per-layer norms
+    import plotly.graph_objects as go
+
+    for spec in specs:  # every property is one plotly knows (it raises otherwise)
+        go.Figure(spec)
+    timeline = specs[0]
+    names = {t.get("name") for t in timeline["data"]}
+    assert {"baseline", "candidate"} <= names
+    alerts = [t for t in timeline["data"] if t.get("name") == "alerts"]
+    assert [a["x"] for a in alerts] == [[250]]
+    assert "loss jumped &lt;script&gt;" in alerts[0]["text"][0]
+    labels = [b["label"] for m in timeline["layout"]["updatemenus"] for b in m["buttons"]]
+    assert labels == ["x: step", "x: samples", "x: time", "raw values", "eval and alerts"]
+
+
+def test_the_comparison_table_marks_the_best_value(interactive: Path) -> None:
+    html = interactive.read_text()
+    table = html[html.index('<table class="compare">') :]
+    table = table[: table.index("</table>")]
+    assert table.count("<tr>") == 3
+    assert table.count(" best") == table.count("&#9733;") >= 3
+
+
+def _point(page: Browser, plot: str, trace: int, index: int) -> list[float]:
+    """Viewport pixels of a trace's point (scrolled into view first)."""
+    position: list[float] = page.run(
+        """
+        const gd = document.getElementById(arguments[0]);
+        gd.scrollIntoView();
+        const t = gd.data[arguments[1]], layout = gd._fullLayout;
+        const xa = layout[t.xaxis.replace('x', 'xaxis')];
+        const ya = layout[t.yaxis.replace('y', 'yaxis')];
+        const x = t.x[arguments[2]], y = t.y[arguments[2]];
+        const box = gd.getBoundingClientRect();
+        return [box.left + xa._offset + xa.l2p(x),
+                box.top + ya._offset + ya.l2p(ya.type === 'log' ? Math.log10(y) : y)];
+        """,
+        plot,
+        trace,
+        index,
+    )
+    return position
+
+
+@pytest.mark.slow
+def test_offline_in_chromium_hover_and_zoom(
+    chromium: str, interactive: Path, tmp_path: Path
+) -> None:
+    with browser(tmp_path / "profile", width=1200, height=900, offline=True) as page:
+        page.get(interactive.as_uri())
+        page.wait_for("return document.querySelectorAll('#plot-timeline .main-svg').length > 0")
+        assert page.run("return performance.getEntriesByType('resource').length") == 0
+        # hover: the mouse over the smoothed loss of the first run shows its value
+        traces = page.run(
+            "return document.getElementById('plot-timeline').data.map(t => t.hovertemplate || '')"
+        )
+        smoothed = next(i for i, t in enumerate(traces) if "smoothed" in t)
+        x, y = _point(page, "plot-timeline", smoothed, 100)
+        page.pointer(("move", int(x), int(y)))
+        label = page.wait_for(
+            "const h = document.querySelector('#plot-timeline .hoverlayer .hovertext');"
+            "return h && h.textContent;",
+            timeout=20,
+        )
+        assert re.search(r"loss \d+(\.\d+)? smoothed \(raw \d+(\.\d+)?\)", label), label
+        # zoom: a drag across the loss chart narrows every chart's x range alike
+        before = page.run(
+            "return document.getElementById('plot-timeline')._fullLayout.xaxis.range.slice()"
+        )
+        x1, y1 = _point(page, "plot-timeline", smoothed, 40)
+        x2, _ = _point(page, "plot-timeline", smoothed, 160)
+        page.pointer(
+            ("down", int(x1), int(y1)),
+            ("move", int((x1 + x2) / 2), int(y1)),
+            ("up", int(x2), int(y1)),
+        )
+        ranges = page.wait_for(
+            "const l = document.getElementById('plot-timeline')._fullLayout;"
+            "return l.xaxis.range[1] - l.xaxis.range[0] < 300 && [l.xaxis.range, l.xaxis3.range];",
+            timeout=20,
+        )
+        assert before[0] < ranges[0][0] < ranges[0][1] < before[1]
+        assert ranges[1] == ranges[0]  # the learning-rate chart follows
+        # the x-axis menu: samples seen instead of steps
+        page.run(
+            "const b = [...document.querySelectorAll('#plot-timeline .updatemenu-button')]"
+            ".find(e => e.textContent === 'x: samples');"
+            "b.dispatchEvent(new MouseEvent('click', {bubbles: true}));"
+        )
+        shown = page.wait_for(
+            "const gd = document.getElementById('plot-timeline');"
+            "const last = Math.max(...gd.data[0].x);"
+            "const titles = Object.keys(gd.layout).filter(k => /^xaxis\\d*$/.test(k))"
+            ".map(k => gd.layout[k].title && gd.layout[k].title.text).filter(t => t);"
+            "return last > 400 && [last, titles];",
+            timeout=20,
+        )
+        assert shown[0] == pytest.approx(400 * 30, rel=0.1)  # ~1,000 samples/s x 30 ms
+        assert shown[1] == ["samples seen"]
+        errors = [e for e in page.console() if e.get("level") in ("SEVERE", "WARNING")]
+        assert errors == []
