@@ -95,7 +95,7 @@ def test_offline_in_chromium_hover_and_zoom(
             "return document.getElementById('plot-timeline').data.map(t => t.hovertemplate || '')"
         )
         smoothed = next(i for i, t in enumerate(traces) if "smoothed" in t)
-        x, y = _point(page, "plot-timeline", smoothed, 100)
+        x, y = _point(page, "plot-timeline", smoothed, 150)  # far from the evals (every 100)
         page.pointer(("move", int(x), int(y)))
         label = page.wait_for(
             "const h = document.querySelector('#plot-timeline .hoverlayer .hovertext');"

@@ -6,7 +6,9 @@ the dynamic learning rate decides on this thread (it is a few comparisons). Afte
 step's values are logged, :meth:`LoopActions.after_step` applies what is due:
 
 * ``keep_last_stable``: link the newest ``ModelCheckpoint`` file saved before the
-  alert's step as ``last_stable-<name>`` (:mod:`.stable`), record it in ``run.json``,
+  alert's step as ``last_stable-<name>`` (:mod:`.stable`), record it in ``run.json``
+  (a later alert, e.g. the divergence that follows a NaN, keeps the one kept before the
+  earliest anomaly),
   and hand the alert back to the monitor, which writes it naming the file. On the
   training thread, so it never races ``ModelCheckpoint``'s own rotation;
 * ``scale_lr`` (``alerts.dynamic_lr``): scale the optimizer's lr in place from the next
@@ -44,12 +46,16 @@ class LoopActions:
         self.keeper: Optional[StableKeeper] = None
         self.dynamic_lr: Optional[tuple[LRController, LearningRateScaler]] = None
         self.steps_per_epoch: Optional[int] = None
+        # The step of the earliest anomaly a last-stable checkpoint was kept for: a later
+        # alert (a divergence that follows a NaN) must not move it past that step.
+        self.anomaly_at: Optional[int] = None
 
     def begin(self, cb: Any, optimizer: Any, monitor: Monitor) -> None:
         """At train begin: find the checkpoints to keep, make the lr scalable."""
         self.steps_per_epoch = int(cb.get("batch_num") or 0) or None
         monitor.steps_per_epoch = self.steps_per_epoch
         self.keeper = StableKeeper(cb.get("list_callback"))
+        self.anomaly_at = None
         monitor.keep_checkpoints(bool(self.keeper.checkpointers))
         self.dynamic_lr = None
         if self.config.alerts.dynamic_lr.enabled and optimizer is not None:
@@ -116,9 +122,11 @@ class LoopActions:
         alert: Alert = control.alert  # type: ignore[assignment]
         keeper = self.keeper
         kept = None
-        if keeper is not None:
+        earlier = self.anomaly_at is not None and self.anomaly_at <= alert.step
+        if keeper is not None and not earlier:  # the first anomaly, or one before it
             kept = keeper.keep(before=alert.step, steps_per_epoch=self.steps_per_epoch)
         if kept is not None:
+            self.anomaly_at = alert.step
             step = StableKeeper.step_of(kept, self.steps_per_epoch)
             alert.extra["last_stable"] = str(kept)
             done = f"kept {kept.name} as last stable"
