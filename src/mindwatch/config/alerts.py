@@ -133,7 +133,7 @@ class DivergenceSettings(_RuleSettings):
     )
     rise: float = Field(default=1.0, gt=0, description="Relative rise above the minimum.")
     zscore: float = Field(
-        default=4.0,
+        default=6.0,
         ge=0,
         description="The rise must also exceed this many standard deviations of the "
         "smoothed value's own noise (measured from point to point): a noisy loss needs a "
@@ -145,7 +145,12 @@ class DivergenceSettings(_RuleSettings):
         description="Consecutive points above it; not set: a tenth of the points seen, "
         "between 10 and 50.",
     )
-    warmup: int = Field(default=50, ge=0, description="Points seen before the rule may fire.")
+    warmup: int = Field(
+        default=100,
+        ge=0,
+        description="Points seen before the rule may fire (the minimum is taken from then "
+        "on: a noisy loss dips low in its first, fast-falling steps).",
+    )
 
 
 class ThroughputDropSettings(_RuleSettings):
