@@ -27,9 +27,8 @@ from mindspore import nn
 from mindspore.train import Callback, Model
 
 from mindwatch.mindspore import build_model
-from mindwatch.mindspore.demo import CLASSES, FEATURES, make_network
-
-SIZES = {"small": (128, 32), "medium": (768, 64), "large": (1536, 128)}
+from mindwatch.mindspore.demo import make_network
+from overhead import SIZES, dataset  # the same models' sizes and data as overhead.py
 
 
 class StepTimer(Callback):  # type: ignore[misc]
@@ -42,26 +41,6 @@ class StepTimer(Callback):  # type: ignore[misc]
         loss = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
         loss.asnumpy()  # wait for the step
         self.ends.append(time.perf_counter())
-
-
-def dataset(steps: int, batch: int) -> Any:
-    import mindspore.dataset as ds
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(batch * 8, FEATURES)).astype(np.float32)
-    y = rng.integers(0, CLASSES, size=(batch * 8,)).astype(np.int32)
-
-    class Source:
-        def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-            j = i % len(x)
-            return x[j], y[j : j + 1].reshape(())
-
-        def __len__(self) -> int:
-            return steps * batch
-
-    return ds.GeneratorDataset(Source(), ["x", "y"], shuffle=False).batch(
-        batch, drop_remainder=True
-    )
 
 
 def model(hidden: int, with_norm: bool) -> Any:
