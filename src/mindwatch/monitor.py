@@ -148,13 +148,13 @@ class Monitor:
             )
         agree = self._agree_on_run_dir if self._aggregator is not None else None
         previous: Optional[Path] = None
+        folder = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
         if cfg.run_name:
             named = {key: cfg.hparams[key] for key in cfg.name_hparams}
-            target, self._own_run_folder = new_run_dir(
-                target, cfg.run_name, named, rank=self.rank, world_size=self.world_size, agree=agree
+            self.logdir, self._own_run_folder = new_run_dir(
+                folder, cfg.run_name, named, rank=self.rank, world_size=self.world_size, agree=agree
             )
         else:
-            folder = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
             try:
                 claim = claim_run_dir(
                     folder,
@@ -169,14 +169,13 @@ class Monitor:
                     f"made next to it ({exc}). Pass another logdir, or resume_step=N to "
                     "continue that run."
                 ) from exc
-            target, self._own_run_folder, previous = (
+            self.logdir, self._own_run_folder, previous = (
                 claim.folder,
                 claim.own_run_folder,
                 claim.previous,
             )
             if previous is not None:
                 run_info = {**(run_info or {}), "previous_run": str(previous)}
-        self.logdir = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
         # Under reduction perplexity is exp of the reduced loss, added by the pipeline to
         # each reduced step (and to this rank's own, from its loss): not a rank's own
         # value to reduce.

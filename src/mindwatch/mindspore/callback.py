@@ -188,10 +188,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         """Whether the run folder holds a run another process wrote (then this one resumes
         it, or goes to a new folder next to it: :mod:`mindwatch.run.claim`). Checks now
         that the folder could be written, so a wrong path still fails before training."""
-        base = self._base_logdir
-        if base is None or self.config.run_name:
+        folder = self._base_folder()
+        if folder is None or self.config.run_name:
             return False
-        folder = Path(os.path.abspath(os.path.expanduser(os.fspath(base))))
         if earlier_run(folder, rank=self.rank) is None:
             return False
         if not os.access(folder.parent, os.W_OK | os.X_OK):
@@ -255,9 +254,15 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         """The run folder; before training, when the configured folder holds an earlier
         run, that folder (training may resume it or move next to it: asking does not
         decide)."""
-        if self._monitor is None and self._base_logdir is not None:
-            return Path(os.path.abspath(os.path.expanduser(os.fspath(self._base_logdir))))
+        folder = self._base_folder()
+        if self._monitor is None and folder is not None:
+            return folder
         return self.monitor.logdir
+
+    def _base_folder(self) -> Optional[Path]:
+        """The configured run folder, absolute (None if none is configured)."""
+        base = self._base_logdir
+        return None if base is None else Path(os.path.abspath(os.path.expanduser(os.fspath(base))))
 
     def _live_monitor(self) -> Monitor:
         if self._monitor is None:

@@ -52,7 +52,6 @@ class EarlierRun:
 
     status: str  # finished, failed, terminated, crashed, running, or "unknown" (no run.json)
     last_step: Optional[int] = None
-    end_time: Optional[str] = None
 
     def describe(self) -> str:
         """``a finished run (last step 200)``."""
@@ -88,7 +87,6 @@ def earlier_run(folder: Path, *, rank: int = 0) -> Optional[EarlierRun]:
         return EarlierRun(
             status=status,
             last_step=step if isinstance(step, int) else None,
-            end_time=last.get("end_time") if isinstance(last.get("end_time"), str) else None,
         )
     if info:  # a run.json without attempts (hand-written or damaged): still a run
         return EarlierRun(status=str(info.get("status") or "unknown"))
