@@ -11,6 +11,7 @@ import os
 import shutil
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 from babel.messages.extract import extract_from_dir
@@ -28,8 +29,9 @@ ZH_PO = PACKAGE / "locale" / "zh" / "LC_MESSAGES" / "mindwatch.po"
 
 
 def source_messages() -> dict[str, str]:
-    """Every _("...") / N_("...") in the package, as `make messages` extracts it (Babel's
-    own extractor, with the same mapping file), and where it is."""
+    """Every _("...") / N_("...") / ngettext("...", "...") in the package, as `make
+    messages` extracts it (Babel's own extractors, with the same mapping file), and where
+    it is; a plural message by its singular."""
     with open(ROOT / "babel.cfg", encoding="utf-8") as handle:
         from babel.messages.frontend import parse_mapping_cfg
 
@@ -38,8 +40,8 @@ def source_messages() -> dict[str, str]:
     for filename, lineno, message, _comments, _context in extract_from_dir(
         str(ROOT), method_map, options_map
     ):
-        assert isinstance(message, str), f"{filename}:{lineno}: plural forms are not used"
-        found[message] = f"{filename}:{lineno}"
+        singular = message[0] if isinstance(message, tuple) else message
+        found[singular] = f"{filename}:{lineno}"
     return found
 
 
@@ -65,7 +67,7 @@ def test_every_message_in_the_source_has_a_chinese_translation() -> None:
     missing = []
     for message, where in source_messages().items():
         entry = catalog.get(message)
-        if entry is None or not entry.string or entry.fuzzy:
+        if entry is None or not all(_forms(entry.string)) or entry.fuzzy:
             missing.append(f"{where}: {message!r}")
     assert not missing, "untranslated (run `make messages`, then translate):\n" + "\n".join(missing)
 
@@ -77,14 +79,19 @@ def test_translations_keep_every_placeholder_and_are_chinese() -> None:
     entries = [m for m in catalog if m.id]
     assert entries
     for entry in entries:
-        assert isinstance(entry.id, str)
-        assert isinstance(entry.string, str)
-        assert placeholders(entry.string) == placeholders(entry.id), entry.id
-        # A format call must not fail on the translated text.
-        values = {name: 1.5 for name, _spec in placeholders(entry.id)}
-        entry.string.format(**values)
-        # Chinese characters or full-width punctuation (U+3000 and above): not English.
-        assert any(ord(c) >= 0x3000 for c in entry.string), (entry.id, entry.string)
+        english = _forms(entry.id)
+        for text in _forms(entry.string):  # Chinese has one plural form
+            assert placeholders(text) == placeholders(english[0]), entry.id
+            # A format call must not fail on the translated text.
+            values = {name: 1.5 for name, _spec in placeholders(english[0])}
+            text.format(**values)
+            # Chinese characters or full-width punctuation (U+3000 and above): not English.
+            assert any(ord(c) >= 0x3000 for c in text), (entry.id, text)
+
+
+def _forms(text: Any) -> tuple[str, ...]:
+    """A catalogue entry's text: one string, or a plural's forms."""
+    return tuple(text) if isinstance(text, (tuple, list)) else (text,)
 
 
 def test_chinese_alert_messages_causes_and_lines() -> None:

@@ -139,3 +139,53 @@ def test_offline_in_chromium_hover_and_zoom(
         assert shown[1] == ["samples seen"]
         errors = [e for e in page.console() if e.get("level") in ("SEVERE", "WARNING")]
         assert errors == []
+
+
+@pytest.mark.slow
+def test_hovering_an_alert_shows_its_message(
+    chromium: str, interactive: Path, tmp_path: Path
+) -> None:
+    """The marker sits at the top of the loss chart, on an axis of its own: the loss
+    line's points cannot win the hover there, whatever the zoom."""
+    with browser(tmp_path / "profile", width=1200, height=900, offline=True) as page:
+        page.get(interactive.as_uri())
+        page.wait_for("return document.querySelectorAll('#plot-timeline .main-svg').length > 0")
+        names = page.run("return document.getElementById('plot-timeline').data.map(t => t.name)")
+        alerts = names.index("alerts")
+        x, y = _point(page, "plot-timeline", alerts, 0)
+        page.pointer(("move", int(x), int(y)))
+        label = page.wait_for(
+            "const h = document.querySelector('#plot-timeline .hoverlayer .hovertext');"
+            "return h && h.textContent;",
+            timeout=20,
+        )
+        assert "warning · spike, step 250: loss jumped <script>" in label, label
+        # zoomed in on the steps around it, the marker is still at the top and hoverable
+        page.run("Plotly.relayout('plot-timeline', {'xaxis.range': [200, 300]})")
+        page.pointer(("move", 5, 5))
+        x, y = _point(page, "plot-timeline", alerts, 0)
+        page.pointer(("move", int(x), int(y)))
+        label = page.wait_for(
+            "const h = document.querySelector('#plot-timeline .hoverlayer .hovertext');"
+            "return h && h.textContent.includes('spike') && h.textContent;",
+            timeout=20,
+        )
+        assert "step 250" in label
+
+
+def test_the_report_in_chinese(tmp_path: Path) -> None:
+    root = make_runs(tmp_path / "runs")
+    out = tmp_path / "out"
+    args = ["report", str(root), "--out", str(out), "--format", "html", "--lang", "zh"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert '<html lang="zh">' in html
+    for text in ("训练报告", "运行对比", "告警", "2 个运行", "首个记录步"):
+        assert text in html, text
+    timeline = _specs(html)[0]
+    labels = [b["label"] for m in timeline["layout"]["updatemenus"] for b in m["buttons"]]
+    assert labels[0] == "横轴：步"
+    # English again for the next report in this process
+    result = CliRunner().invoke(main, [*args[:-1], "en"])
+    assert "Training report" in (out / "report.html").read_text(encoding="utf-8")

@@ -161,6 +161,31 @@ def test_duration_comes_from_the_runs_own_wall_times(tmp_path: Path) -> None:
     assert "| 1 h 02 min |" in text
 
 
+def test_the_time_axis_is_the_wall_clock_with_its_pauses(tmp_path: Path) -> None:
+    """The interactive report's "x: time" is seconds since the run started, from the
+    points' wall times: an evaluation or checkpoint pause shows, the compile step counts."""
+    from mindwatch.tools.report_html import interactive_plots
+
+    writer = EventFileWriter(tmp_path / "r")
+    for step in range(1, 201):
+        # steps 101-200 come 60 s later: a pause (an evaluation) in the middle of the run
+        wall = 1_700_000_000.0 + step * 0.005 + (60 if step > 100 else 0)
+        ms = 881.0 if step == 1 else 5.0
+        writer.add_scalars(step, (("train/loss", 1.0), ("perf/step_time_ms", ms)), wall)
+    writer.close()
+    run = summary_of(tmp_path)["r"]
+    timeline = interactive_plots([run])[0].spec
+    buttons = [b for m in timeline["layout"]["updatemenus"] for b in m["buttons"]]
+    time_button = next(b for b in buttons if b["label"] == "x: time")
+    loss_x = time_button["args"][0]["x"][0]  # the first trace: the raw loss
+    assert loss_x[0] == pytest.approx(0.881, abs=1e-3)  # step 1 ended after compiling
+    assert loss_x[99] == pytest.approx(0.881 + 99 * 0.005, abs=1e-3)
+    assert loss_x[100] == pytest.approx(0.881 + 100 * 0.005 + 60, abs=1e-3)  # the pause
+    assert loss_x[-1] == pytest.approx(0.881 + 199 * 0.005 + 60, abs=1e-3)
+    title = time_button["args"][1]
+    assert "wall-clock time since the run started (s)" in title.values()
+
+
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [

@@ -38,6 +38,17 @@ def test_equals_tensorboards_formula(weight: float) -> None:
     assert got[70] == math.inf
 
 
+@pytest.mark.parametrize("weight", [0.001, 0.6, 0.999])
+def test_long_series_across_the_vectorised_blocks(weight: float) -> None:
+    """A million-point report smooths in blocks: the seams must not show."""
+    rng = np.random.default_rng(1)
+    values = (1.0 + rng.random(5000)).tolist()
+    values[1234] = math.nan
+    np.testing.assert_allclose(
+        ema(values, weight), tensorboard_smooth(values, weight), rtol=1e-9, equal_nan=True
+    )
+
+
 def test_the_first_point_is_not_pulled_to_zero_and_constants_stay() -> None:
     assert ema([3.0, 3.0, 3.0]).tolist() == [3.0, 3.0, 3.0]
     assert ema([4.0, 2.0])[0] == 4.0

@@ -42,6 +42,7 @@ __all__ = [
     "_",
     "default_language",
     "get_language",
+    "ngettext",
     "set_language",
     "translations",
 ]
@@ -125,6 +126,12 @@ def _load(language: str, locale_dir: Path = LOCALE_DIR) -> gettext.NullTranslati
 def _(message: str) -> str:
     """``message`` in the current language (English when it has no translation)."""
     return translations(_language or default_language()).gettext(message)
+
+
+def ngettext(singular: str, plural: str, count: int) -> str:
+    """``singular`` or ``plural`` for ``count``, in the current language (Chinese has
+    one form)."""
+    return translations(_language or default_language()).ngettext(singular, plural, count)
 
 
 def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark, do not translate yet"

@@ -12,6 +12,8 @@ import math
 import numbers
 from typing import Any, Optional
 
+from mindwatch.common.i18n import N_, _
+
 __all__ = [
     "LOSS_DIGITS",
     "duration",
@@ -28,9 +30,9 @@ _DIGITS = 3
 
 # perf/<name>: (label, unit)
 _METRICS = {
-    "samples_per_s": ("samples per second", "samples/s"),
-    "tokens_per_s": ("tokens per second", "tokens/s"),
-    "step_time_ms": ("step time", "ms"),
+    "samples_per_s": (N_("samples per second"), N_("samples/s")),
+    "tokens_per_s": (N_("tokens per second"), N_("tokens/s")),
+    "step_time_ms": (N_("step time"), "ms"),
 }
 
 
@@ -106,7 +108,8 @@ def duration(seconds: Any) -> str:
 
 def metric_label(name: str) -> str:
     """``samples_per_s`` -> ``samples per second`` (a ``perf/`` tag's readable name)."""
-    return _METRICS.get(name, (name.replace("_", " "), ""))[0]
+    found = _METRICS.get(name)
+    return _(found[0]) if found else name.replace("_", " ")
 
 
 def metric_value(name: str, x: Any) -> str:
@@ -114,7 +117,7 @@ def metric_value(name: str, x: Any) -> str:
     unit = _METRICS.get(name, ("", ""))[1]
     if unit == "ms":
         return milliseconds(x)
-    return quantity(x, unit) if unit else number(x)
+    return quantity(x, _(unit)) if unit else number(x)
 
 
 def value(x: Any) -> str:

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from mindwatch.common.i18n import _
 from mindwatch.tools import report_format as fmt
 from mindwatch.tools.summary import RunSummary
 
-__all__ = ["Table", "comparison_table", "spread_rows"]
+__all__ = ["Table", "comparison_table", "shared_hparams", "spread_rows"]
 
 
 _RATES = ("samples_per_s", "tokens_per_s", "step_time_ms")
@@ -60,19 +61,24 @@ def _columns(runs: Sequence[RunSummary]) -> list[_Column]:
     has = {name: any(_rate(name)(r.facts) is not None for r in runs) for name in _RATES}
     if not has[rate] and has["tokens_per_s"]:
         rate = "tokens_per_s"
-    unit = rate.replace("_per_s", "/s")
+    unit = _("samples/s") if rate == "samples_per_s" else _("tokens/s")
     return [
-        _Column("final loss (smoothed)", _loss("final"), _loss_text, True),
-        _Column("best loss (smoothed)", _loss("best"), _loss_text, True),
-        _Column(f"{unit} (median)", _rate(rate), lambda v: fmt.quantity(v, unit), False),
-        _Column("duration", lambda f: f.get("duration_s"), fmt.duration, True),
+        _Column(_("final loss (smoothed)"), _loss("final"), _loss_text, True),
+        _Column(_("best loss (smoothed)"), _loss("best"), _loss_text, True),
+        _Column(
+            _("{unit} (median)").format(unit=unit),
+            _rate(rate),
+            lambda v: fmt.quantity(v, unit),
+            False,
+        ),
+        _Column(_("duration"), lambda f: f.get("duration_s"), fmt.duration, True),
     ]
 
 
 def comparison_table(runs: Sequence[RunSummary]) -> Table:
     """One row per run, the best value of each column marked."""
     columns = _columns(runs)
-    table = Table(["run"] + [c.header for c in columns], [])
+    table = Table([_("run")] + [c.header for c in columns], [])
     values = [[_number(c.get(run.facts)) for c in columns] for run in runs]
     for run, row in zip(runs, values):
         table.rows.append([run.name] + [c.text(v) for c, v in zip(columns, row)])
@@ -84,8 +90,10 @@ def comparison_table(runs: Sequence[RunSummary]) -> Table:
     if weights - {None}:
         shown = ", ".join(f"{w:g}" for w in sorted(w for w in weights if w is not None))
         table.notes.append(
-            f"Loss: smoothed as TensorBoard smooths it (moving average, weight {shown});"
-            " the raw minimum of a noisy loss is one lucky batch."
+            _(
+                "Loss: smoothed as TensorBoard smooths it (moving average, weight {weight});"
+                " the raw minimum of a noisy loss is one lucky batch."
+            ).format(weight=shown)
         )
     excluded = [
         f"{run.name} {(run.facts.get('throughput') or {}).get('excluded_steps')}"
@@ -94,8 +102,10 @@ def comparison_table(runs: Sequence[RunSummary]) -> Table:
     ]
     if excluded:
         table.notes.append(
-            "Throughput: median per run without the first logged step (graph compilation)"
-            " and the warm-up steps after it; steps left out: " + ", ".join(excluded) + "."
+            _(
+                "Throughput: median per run without the first logged step (graph compilation)"
+                " and the warm-up steps after it; steps left out: {runs}."
+            ).format(runs=", ".join(excluded))
         )
     return table
 
@@ -110,3 +120,16 @@ def spread_rows(run: RunSummary) -> list[tuple[str, str, str]]:
             (metric, fmt.value(info.get("most_often_highest_rank")), fmt.metric_value(metric, gap))
         )
     return rows
+
+
+def shared_hparams(runs: Sequence[RunSummary]) -> dict[str, Any]:
+    """Hyperparameters every run has with the same value (several runs): shown once,
+    so each run's own table lists only what sets it apart."""
+    if len(runs) < 2:
+        return {}
+    first = runs[0].facts.get("hparams") or {}
+    return {
+        k: v
+        for k, v in first.items()
+        if all(k in (r.facts.get("hparams") or {}) and r.facts["hparams"][k] == v for r in runs)
+    }

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
+from mindwatch.common.i18n import N_
 from mindwatch.common.json_values import json_float
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import find_runs
@@ -33,15 +34,17 @@ from mindwatch.tools.warmup import FACTOR, warmup_points
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunSummary", "Series", "downsample", "summarize"]
+__all__ = ["RunSummary", "Series", "downsample", "excluded_reason", "summarize"]
 
 
 @dataclass
 class Series:
-    """One tag's points, in step order (the last value per step)."""
+    """One tag's points, in step order (the last value per step), and when each was
+    written (seconds since the epoch; None when the source had no times)."""
 
     steps: np.ndarray[Any, Any]
     values: np.ndarray[Any, Any]
+    walls: Optional[np.ndarray[Any, Any]] = None
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -126,9 +129,11 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
         folder = logdir if name == "." else logdir / name
         series = {}
         for tag, points in group.groupby("tag", sort=False):
-            last = points.groupby("step", sort=True)["value"].last()
+            last = points.groupby("step", sort=True)[["value", "wall_time"]].last()
             series[str(tag)] = Series(
-                last.index.to_numpy(dtype=np.int64), last.to_numpy(dtype=np.float64)
+                last.index.to_numpy(dtype=np.int64),
+                last["value"].to_numpy(dtype=np.float64),
+                last["wall_time"].to_numpy(dtype=np.float64),
             )
         run = RunSummary(
             name=name if name != "." else logdir.resolve().name,
@@ -265,24 +270,35 @@ def _throughput_facts(run: RunSummary) -> dict[str, Any]:
         out[metric] = _stats(kept if np.isfinite(kept).any() else series.values)
     out["excluded_steps"] = count
     out["excluded_until_step"] = until
-    out["excluded_reason"] = _excluded_reason(driver, name, count)
+    if count:
+        out["excluded_compile_step"] = int(driver.steps[0])
+        if name == "step_time_ms":
+            out["excluded_compile_ms"] = float(driver.values[0])
+    if count > 1:
+        out["excluded_warmup_steps"] = [int(driver.steps[1]), int(driver.steps[count - 1])]
+    out["excluded_reason"] = excluded_reason(out)
     return out
 
 
-def _excluded_reason(series: Series, name: str, count: int) -> str:
-    if not count:
-        return "none excluded: fewer than 3 points, too few to tell warm-up from the run"
-    first = f"step {int(series.steps[0])}"
-    if name == "step_time_ms":
-        first += f", {milliseconds(series.values[0])}"
-    reason = f"the first logged step ({first}) includes compiling the graph"
-    if count > 1:
-        steps = f"step {int(series.steps[1])}"
-        if count > 2:
-            steps = f"steps {int(series.steps[1])}-{int(series.steps[count - 1])}"
-        reason += (
-            f"; {steps} ran more than {FACTOR:g}x slower than the median of the rest (warm-up)"
-        )
+def excluded_reason(throughput: dict[str, Any], tr: Callable[[str], str] = str) -> str:
+    """Why a run's first steps are left out of its speed statistics, from its
+    ``throughput`` facts; ``tr`` translates (the JSON keeps English, the report shows
+    its language)."""
+    if not throughput.get("excluded_steps"):
+        return tr(N_("none excluded: fewer than 3 points, too few to tell warm-up from the run"))
+    first = tr(N_("step {step}")).format(step=throughput.get("excluded_compile_step"))
+    if throughput.get("excluded_compile_ms") is not None:
+        first += f", {milliseconds(throughput['excluded_compile_ms'])}"
+    reason = tr(N_("the first logged step ({step}) includes compiling the graph"))
+    reason = reason.format(step=first)
+    warmup = throughput.get("excluded_warmup_steps")
+    if warmup:
+        low, high = warmup
+        steps = tr(N_("step {step}")).format(step=low)
+        if high != low:
+            steps = tr(N_("steps {first}-{last}")).format(first=low, last=high)
+        more = N_("; {steps} ran more than {factor}x slower than the median of the rest (warm-up)")
+        reason += tr(more).format(steps=steps, factor=f"{FACTOR:g}")
     return reason
 
 

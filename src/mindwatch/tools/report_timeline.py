@@ -1,0 +1,525 @@
+"""The interactive report's timeline: stacked charts sharing one x axis.
+
+The loss (smoothed as TensorBoard smooths it, the raw values faint behind, eval points,
+alerts as markers along the top whose hover is their message), learning rate, gradient
+norm, throughput with the band across ranks, step time and the eval metrics; a menu
+puts steps, samples seen, tokens seen or wall-clock time on the x axis, and buttons show
+or hide the raw values, eval points and alerts.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from mindwatch.common.i18n import N_, _
+from mindwatch.tools.report_plotly import FONTS, SIDE_LEGEND, Plot, color, numbers, text
+from mindwatch.tools.smoothing import ema
+from mindwatch.tools.summary import RunSummary, Series, downsample
+
+__all__ = ["timeline"]
+
+ALERT_COLOR = "#d62728"
+ROW_HEIGHT = 230  # pixels per subplot
+
+# What the x axis can show (its button, its title); how a run's steps map onto it is
+# :func:`_axis_maps`.
+_AXES: dict[str, tuple[str, str]] = {
+    "step": (N_("step"), N_("step")),
+    "samples": (N_("samples"), N_("samples seen")),
+    "tokens": (N_("tokens"), N_("tokens seen")),
+    "time": (N_("time"), N_("wall-clock time since the run started (s)")),
+}
+
+
+def _cumulative(steps: np.ndarray[Any, Any], per_step: np.ndarray[Any, Any]) -> Any:
+    """step -> running total of ``per_step`` (the amount one step adds at each logged
+    point), counting the steps between logged points (every N-th step logged)."""
+    gaps = np.maximum(np.diff(steps, prepend=0), 1)
+    amounts = np.where(np.isfinite(per_step), per_step, 0.0) * gaps
+    totals = np.cumsum(amounts)
+
+    def to_axis(at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        out: np.ndarray[Any, Any] = np.interp(at, steps, totals)
+        return out
+
+    return to_axis
+
+
+def _axis_maps(run: RunSummary) -> dict[str, Optional[Callable[[Any], Any]]]:
+    """For each x axis, how this run's steps map onto it, if its data allows."""
+    maps: dict[str, Optional[Callable[[Any], Any]]] = {
+        "step": lambda s: np.asarray(s, dtype=np.float64)
+    }
+    step_ms = run.get("perf/step_time_ms")
+    for axis, tag in (("samples", "perf/samples_per_s"), ("tokens", "perf/tokens_per_s")):
+        rate = run.get(tag)
+        maps[axis] = None
+        if rate is not None and step_ms is not None and len(rate) and len(step_ms):
+            ms = np.interp(rate.steps, step_ms.steps, step_ms.values)
+            maps[axis] = _cumulative(rate.steps, rate.values * ms / 1000.0)
+    maps["time"] = _elapsed(run)
+    return maps
+
+
+def _elapsed(run: RunSummary) -> Optional[Callable[[Any], Any]]:
+    """step -> seconds since the run started, from the points' own wall times (pauses,
+    evaluation and checkpoints included, as a clock on the wall saw them). The start is
+    the first point's time less its step's own time (the first step compiles the graph
+    before it is stamped)."""
+    timed = [s for s in run.series.values() if s.walls is not None and len(s)]
+    if not timed:
+        return None
+    source = max(timed, key=len)  # the tag logged most often: the finest clock
+    walls = source.walls
+    assert walls is not None
+    first = run.get("perf/step_time_ms")
+    before = 0.0
+    if first is not None and len(first) and np.isfinite(first.values[0]):
+        before = float(first.values[0]) / 1000.0
+    start = float(walls[0]) - before
+    # a resumed run's later session may stamp steps again: keep the clock monotonic
+    seconds = np.maximum.accumulate(walls - start)
+    steps = source.steps
+
+    def to_axis(at: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        out: np.ndarray[Any, Any] = np.interp(at, steps, seconds)
+        return out
+
+    return to_axis
+
+
+class _Builder:
+    """Traces on stacked subplots sharing one x axis; each trace remembers its steps so
+    the x-axis menu can map them onto samples, tokens or time."""
+
+    def __init__(self, runs: Sequence[RunSummary]) -> None:
+        self.runs = runs
+        self.multi = len(runs) > 1
+        self.traces: list[dict[str, Any]] = []
+        self.steps: list[tuple[int, np.ndarray[Any, Any]]] = []  # (run index, steps)
+        self.rows: list[dict[str, Any]] = []  # one per subplot: title, log
+        self.raw: list[int] = []  # trace indices of the faint raw loss
+        self.marks: list[int] = []  # eval points and alerts
+        self.legend_shown: set[int] = set()
+        self.overlays: set[int] = set()  # rows with an overlay axis for alert markers
+
+    def row(self, title: str, *, log: bool = False, tag: str = "") -> int:
+        """A new subplot; ``log``: a log y axis for ``tag``'s values."""
+        wide = False
+        if log:  # a tick per decade when the values span several (no 2 and 5 labels)
+            finite = [s.finite() for r in self.runs for s in [r.get(tag)] if s is not None]
+            values = np.concatenate(finite) if finite else np.ones(1)
+            values = values[values > 0]
+            log = bool(len(values))
+            wide = log and float(values.max()) > 20 * float(values.min())
+        self.rows.append({"title": title, "log": log, "decades": wide})
+        return len(self.rows)
+
+    def add(self, run_index: int, row: int, steps: Any, trace: dict[str, Any]) -> int:
+        run = self.runs[run_index]
+        trace.setdefault("type", "scatter")
+        trace["x"] = np.asarray(steps).tolist()
+        trace["xaxis"] = "x" if row == 1 else f"x{row}"
+        trace.setdefault("yaxis", "y" if row == 1 else f"y{row}")
+        trace["legendgroup"] = f"run{run_index}"
+        if "name" not in trace:
+            trace["name"] = text(run.name) if self.multi else _("train")
+        if self.multi and trace.get("showlegend") is not False:
+            # one legend entry per run (its first shown trace): it toggles the run everywhere
+            trace["showlegend"] = run_index not in self.legend_shown
+            self.legend_shown.add(run_index)
+        elif not self.multi:
+            trace.setdefault("showlegend", False)
+        self.traces.append(trace)
+        self.steps.append((run_index, np.asarray(steps)))
+        return len(self.traces) - 1
+
+    def line(self, run_index: int, row: int, series: Series, unit: str, label: str) -> None:
+        steps, values = downsample(series.steps, series.values)
+        name = text(self.runs[run_index].name)
+        self.add(
+            run_index,
+            row,
+            steps,
+            {
+                "y": numbers(values),
+                "mode": "lines",
+                "line": {"color": color(run_index), "width": 1.6},
+                "name": name if self.multi else label,
+                "hovertemplate": f"{name}<br>{label} %{{y:.4~g}}{unit}<extra></extra>",
+            },
+        )
+
+
+def _kept(series: Series) -> np.ndarray[Any, Any]:
+    """Indices of ``series`` that :func:`downsample` keeps (min and max per bucket)."""
+    kept_steps, _ = downsample(series.steps, series.values)
+    index: np.ndarray[Any, Any] = np.searchsorted(series.steps, kept_steps)
+    return index
+
+
+def _smoothed(
+    b: _Builder, i: int, row: int, series: Series, *, label: str, unit: str, weight: float
+) -> np.ndarray[Any, Any]:
+    """The smoothed line (hover: smoothed and raw value) and the raw one, faint behind
+    it (hidden at first when several runs overlay). Returns the smoothed values."""
+    name = text(b.runs[i].name)
+    smooth = ema(series.values, weight)
+    keep = _kept(series)
+    steps = series.steps[keep]
+    b.raw.append(
+        b.add(
+            i,
+            row,
+            steps,
+            {
+                "y": numbers(series.values[keep]),
+                "mode": "lines",
+                "line": {"color": color(i), "width": 1},
+                "opacity": 0.25,
+                "hoverinfo": "skip",
+                "showlegend": False,
+                "visible": not b.multi,  # ten faint lines bury the smoothed ones
+            },
+        )
+    )
+    legend = {}
+    if not b.multi and row == 1:
+        legend = {"name": _("{label}, smoothed").format(label=label), "showlegend": True}
+    smoothed, raw = _("smoothed"), _("raw")
+    b.add(
+        i,
+        row,
+        steps,
+        {
+            **legend,
+            "y": numbers(smooth[keep]),
+            "customdata": numbers(series.values[keep]),
+            "mode": "lines",
+            "line": {"color": color(i), "width": 2 if row == 1 else 1.6},
+            "hovertemplate": f"{name}<br>{label} %{{y:.4~g}}{unit} {smoothed}"
+            f" ({raw} %{{customdata:.4~g}}{unit})<extra></extra>",
+        },
+    )
+    return smooth
+
+
+def _loss_row(b: _Builder, weight: float) -> None:
+    row = b.row(_("loss (smoothed, EMA weight {weight})").format(weight=f"{weight:g}"))
+    loss_label, eval_label = _("loss"), _("eval loss")
+    for i, run in enumerate(b.runs):
+        loss = run.get("train/loss")
+        if loss is None or not len(loss):
+            continue
+        name = text(run.name)
+        _smoothed(b, i, row, loss, label=loss_label, unit="", weight=weight)
+        evals = run.get("eval/loss")
+        if evals is not None and len(evals):
+            b.marks.append(
+                b.add(
+                    i,
+                    row,
+                    evals.steps,
+                    {
+                        "y": numbers(evals.values),
+                        "mode": "markers",
+                        "marker": {"color": color(i), "size": 8, "symbol": "circle-open"},
+                        "name": eval_label,
+                        "showlegend": not b.multi,
+                        "hovertemplate": f"{name}<br>{eval_label} %{{y:.4~g}}<extra></extra>",
+                    },
+                )
+            )
+        _alert_marks(b, i, row)
+
+
+def _alert_marks(b: _Builder, i: int, row: int) -> None:
+    """Run ``i``'s alerts as markers along the top of the loss chart, on an axis of
+    their own (0..1, fixed): on the curve, the line's points would win the hover and
+    hide the message; up there the marker wins, and zooming keeps them in view."""
+    alerts = [a for a in b.runs[i].alerts if isinstance(a.get("step"), int)]
+    if not alerts:
+        return
+    template = _("{severity} · {rule}, step {step}: {message}")
+    texts = [
+        "<br>".join(
+            text(line)
+            for line in textwrap.wrap(
+                template.format(
+                    severity=a.get("severity", "alert"),
+                    rule=a.get("rule", ""),
+                    step=a["step"],
+                    message=a.get("message", ""),
+                ),
+                70,
+            )
+        )
+        for a in alerts
+    ]
+    b.overlays.add(row)
+    b.marks.append(
+        b.add(
+            i,
+            row,
+            np.array([a["step"] for a in alerts], dtype=np.int64),
+            {
+                "y": [0.95 - 0.06 * (i % 8)] * len(alerts),
+                "yaxis": _overlay(row),
+                "text": texts,
+                "mode": "markers",
+                "marker": {
+                    "color": ALERT_COLOR,
+                    "size": 12,
+                    "symbol": "triangle-down",
+                    "line": {"color": color(i) if b.multi else "#ffffff", "width": 1.5},
+                },
+                "name": _("alerts"),
+                "showlegend": not b.multi,
+                "hovertemplate": f"{text(b.runs[i].name)}<br>%{{text}}<extra></extra>",
+            },
+        )
+    )
+
+
+def _overlay(row: int) -> str:
+    """The id of row ``row``'s overlay y axis (alert markers): past any row's own."""
+    return f"y{100 + row}"
+
+
+def _series_row(
+    b: _Builder,
+    tag: str,
+    title: str,
+    unit: str = "",
+    *,
+    label: Optional[str] = None,
+    log: bool = False,
+    weight: Optional[float] = None,
+) -> None:
+    """One tag of every run (``label``: its name in the hover, default ``title``);
+    smoothed like the loss when ``weight`` is given."""
+    if weight is not None:
+        title = _("{title}, smoothed").format(title=title)
+    row = b.row(title, log=log, tag=tag)
+    label = label or title
+    for i, run in enumerate(b.runs):
+        series = run.get(tag)
+        if series is None or not len(series):
+            continue
+        if weight is None:
+            b.line(i, row, series, unit, label)
+        else:
+            _smoothed(b, i, row, series, label=label, unit=unit, weight=weight)
+
+
+def _throughput_row(b: _Builder, tag: str, weight: float) -> None:
+    name = tag[len("perf/") :]
+    unit = " " + (_("samples/s") if name == "samples_per_s" else _("tokens/s"))
+    row = b.row(_("throughput ({unit}), smoothed").format(unit=unit.strip()))
+    for i, run in enumerate(b.runs):
+        low, high = run.get(f"ranks/{name}_min"), run.get(f"ranks/{name}_max")
+        if low is not None and high is not None and len(low) == len(high) and len(low):
+            keep = _kept(high)
+            common = {"mode": "lines", "line": {"width": 0, "color": color(i)}}
+            b.add(
+                i,
+                row,
+                low.steps[keep],
+                {
+                    **common,
+                    "y": numbers(low.values[keep]),
+                    "hoverinfo": "skip",
+                    "showlegend": False,
+                },
+            )
+            b.add(
+                i,
+                row,
+                high.steps[keep],
+                {
+                    **common,
+                    "y": numbers(high.values[keep]),
+                    "fill": "tonexty",
+                    "fillcolor": color(i) + "33",
+                    "name": _("min-max across ranks"),
+                    "showlegend": not b.multi,
+                    "hoverinfo": "skip",
+                },
+            )
+        series = run.get(tag)
+        if series is not None and len(series):
+            _smoothed(b, i, row, series, label=_("throughput"), unit=unit, weight=weight)
+
+
+def timeline(runs: Sequence[RunSummary], weight: float) -> Optional[Plot]:
+    b = _Builder(runs)
+
+    def has(tag: str) -> bool:
+        return any(r.get(tag) is not None for r in runs)
+
+    if has("train/loss"):
+        _loss_row(b, weight)
+    if has("train/lr"):
+        _series_row(b, "train/lr", _("learning rate"))
+    if has("train/grad_norm"):
+        _series_row(
+            b,
+            "train/grad_norm",
+            _("gradient norm (global L2)"),
+            label=_("gradient norm"),
+            weight=weight,
+        )
+    for tag in ("perf/samples_per_s", "perf/tokens_per_s"):
+        if has(tag):
+            _throughput_row(b, tag, weight)
+            break
+    if has("perf/step_time_ms"):
+        _series_row(
+            b,
+            "perf/step_time_ms",
+            _("step time (ms, log scale)"),
+            " ms",
+            label=_("step time"),
+            log=True,
+            weight=weight,
+        )
+    evals = sorted(
+        {t for r in runs for t in r.series if t.startswith("eval/") and t != "eval/loss"}
+    )
+    for tag in evals:
+        _series_row(b, tag, tag)
+    if not b.traces:
+        return None
+    return Plot("timeline", _caption(b, weight), _layout(b))
+
+
+def _caption(b: _Builder, weight: float) -> str:
+    parts = [
+        _(
+            "Loss, gradient norm, throughput and step time smoothed as TensorBoard does "
+            "(exponential moving average, weight {weight}); hover shows the raw value too."
+        ).format(weight=f"{weight:g}")
+    ]
+    if b.raw and not b.multi:
+        parts.append(_("The faint lines are the raw values."))
+    if b.overlays:
+        parts.append(_("Red triangles along the top of the loss chart are alerts: hover one."))
+    if b.multi:
+        parts.append(_("Click a run in the legend to hide it, double-click to show it alone."))
+    parts.append(
+        _(
+            "Drag to zoom (all charts follow), double-click to reset; the buttons above pick "
+            "the x axis and show or hide the raw values, eval points and alerts."
+        )
+    )
+    return " ".join(parts)
+
+
+def _layout(b: _Builder) -> dict[str, Any]:
+    n = len(b.rows)
+    gap = 0.28 / n if n > 1 else 0.0
+    height = (1.0 - gap * (n - 1)) / n
+    layout: dict[str, Any] = {
+        "height": ROW_HEIGHT * n + 140,
+        "margin": {"l": 70, "r": 20, "t": 90, "b": 60},
+        "hovermode": "closest",
+        "plot_bgcolor": "#ffffff",
+        "font": {"family": FONTS, "size": 12},
+        # outside the plots, on the right beside the loss: never covers a curve
+        "legend": SIDE_LEGEND,
+        "showlegend": True,
+        "annotations": [],
+    }
+    for r, row in enumerate(b.rows, start=1):
+        top = 1.0 - (r - 1) * (height + gap)
+        suffix = "" if r == 1 else str(r)
+        layout[f"yaxis{suffix}"] = {
+            "domain": [max(top - height, 0.0), top],
+            "anchor": f"x{suffix}",
+            "type": "log" if row["log"] else "linear",
+            "gridcolor": "#e6e9ed",
+            "zeroline": False,
+            "exponentformat": "SI" if not row["log"] else "power",
+            **({"dtick": 1} if row["decades"] else {}),
+        }
+        layout[f"xaxis{suffix}"] = {
+            "anchor": f"y{suffix}",
+            "gridcolor": "#e6e9ed",
+            "showticklabels": True,
+            **({} if r == 1 else {"matches": "x"}),
+        }
+        layout["annotations"].append(
+            {
+                "text": f"<b>{text(row['title'])}</b>",
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0,
+                "y": top,
+                "yanchor": "bottom",
+                "xanchor": "left",
+                "showarrow": False,
+                "font": {"size": 13},
+            }
+        )
+    for r in b.overlays:
+        layout[f"yaxis{_overlay(r)[1:]}"] = {
+            "overlaying": "y" if r == 1 else f"y{r}",
+            "range": [0, 1],
+            "fixedrange": True,
+            "visible": False,
+        }
+    bottom = "" if n == 1 else str(n)
+    layout[f"xaxis{bottom}"]["title"] = {"text": _(_AXES["step"][1])}
+    layout["updatemenus"] = _menus(b, bottom)
+    return {"data": b.traces, "layout": layout}
+
+
+def _menus(b: _Builder, bottom: str) -> list[dict[str, Any]]:
+    maps = [_axis_maps(run) for run in b.runs]
+    buttons = []
+    for axis, (short, title) in _AXES.items():
+        if any(m[axis] is None for m in maps):
+            continue  # a run without the data for it: not offered
+        xs = [maps[i][axis](steps).tolist() for i, steps in b.steps]  # type: ignore[misc]
+        buttons.append(
+            {
+                "label": _("x: {axis}").format(axis=_(short)),
+                "method": "update",
+                "args": [
+                    {"x": xs},
+                    {"xaxis.autorange": True, f"xaxis{bottom}.title.text": _(title)},
+                ],
+            }
+        )
+    menus: list[dict[str, Any]] = []
+    placement = {"yanchor": "bottom", "y": 1.0, "pad": {"b": 46}, "xanchor": "left"}
+    if len(buttons) > 1:
+        menus.append(
+            {"type": "buttons", "direction": "right", "x": 0, "showactive": True, **placement}
+            | {"buttons": buttons}
+        )
+    toggles = []
+    for label, indices, shown in (
+        (_("raw values"), b.raw, not b.multi),
+        (_("eval and alerts"), b.marks, True),
+    ):
+        if indices:
+            on, off = {"visible": True}, {"visible": False}
+            toggles.append(
+                {
+                    "label": label,
+                    "method": "restyle",
+                    "args": [off if shown else on, indices],
+                    "args2": [on if shown else off, indices],
+                }
+            )
+    if toggles:
+        menus.append(
+            {"type": "buttons", "direction": "right", "x": 0.55, "showactive": False, **placement}
+            | {"buttons": toggles}
+        )
+    return menus
