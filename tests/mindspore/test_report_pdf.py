@@ -101,6 +101,9 @@ def test_one_run_in_english(pdftoppm: str, demo_runs: Path, tmp_path: Path) -> N
     charts = text(pdf, 2)
     assert "Loss (smoothed with TensorBoard's EMA, weight 0.6)" in charts
     assert "Learning rate" in charts
+    # no CJK text: Type 3 fonts (no TrueType subsetting), the text extracted all the same
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True).stdout
+    assert "Type 3" in fonts and "TrueType" not in fonts, fonts
 
 
 def test_two_runs_in_chinese(pdftoppm: str, demo_runs: Path, tmp_path: Path) -> None:

@@ -9,8 +9,10 @@ The charts are :mod:`mindwatch.tools.report_charts`' (the script-free HTML shows
 same). Text is in the current language (:mod:`mindwatch.common.i18n`). Chinese needs a
 CJK font: the WenQuanYi Micro Hei that the ``paperang-p2-fonts-cjk`` dependency ships
 (or a Noto Sans CJK / Source Han Sans the system has) is the fallback after DejaVu Sans,
-and fonts are embedded as Type 42 (TrueType, subset to the glyphs used), so the PDF
-shows and ``pdftotext`` extracts the Chinese.
+and, when the PDF holds CJK text, fonts are embedded as Type 42 (TrueType, subset to
+the glyphs used), so the PDF shows and ``pdftotext`` extracts the Chinese. Otherwise
+Type 3, as searchable and extractable, without the ~0.4 s of font subsetting that was
+half the PDF's time.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from mindwatch._version import __version__
-from mindwatch.common.i18n import _
+from mindwatch.common.i18n import _, get_language
 from mindwatch.tools import report_format
 from mindwatch.tools.report_charts import RATES, STATS, charts, legend, number, style
 from mindwatch.tools.report_tables import comparison_table, shared_hparams
@@ -204,8 +206,20 @@ def write_pdf(runs: Sequence[RunSummary], logdir: Path, path: Path, summary_rows
     created = datetime.now(timezone.utc)
     name = runs[0].name if len(runs) == 1 else (logdir.resolve().name or str(logdir))
     footer = _("mindwatch report · {name} · {date}").format(name=name, date=_date(runs, created))
-    with style():
+    with style(truetype=_has_cjk(runs, logdir)):
         _render(runs, logdir, path, summary_rows, created=created, name=name, footer=footer)
+
+
+def _has_cjk(runs: Sequence[RunSummary], logdir: Path) -> bool:
+    """Whether the PDF will hold CJK text: the report is in Chinese, or a name, tag,
+    hyperparameter or alert message is."""
+    if get_language() == "zh":
+        return True
+    texts = [str(logdir)]
+    for run in runs:
+        texts += [run.name, *run.series, *map(str, (run.facts.get("hparams") or {}).items())]
+        texts += [str(a.get("message", "")) for a in run.alerts]
+    return any(ord(c) >= 0x2E80 for text in texts for c in text)  # CJK radicals on
 
 
 def _render(

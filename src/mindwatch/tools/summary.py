@@ -127,14 +127,7 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
         if rank_of_run(name) is not None and parent in names:
             continue
         folder = logdir if name == "." else logdir / name
-        series = {}
-        for tag, points in group.groupby("tag", sort=False):
-            last = points.groupby("step", sort=True)[["value", "wall_time"]].last()
-            series[str(tag)] = Series(
-                last.index.to_numpy(dtype=np.int64),
-                last["value"].to_numpy(dtype=np.float64),
-                last["wall_time"].to_numpy(dtype=np.float64),
-            )
+        series = _tag_series(group)
         run = RunSummary(
             name=name if name != "." else logdir.resolve().name,
             folder=folder,
@@ -148,6 +141,31 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
             run.facts = {"mixed_runs": mixed.describe(), **run.facts}
         runs.append(run)
     return runs
+
+
+def _tag_series(group: pd.DataFrame) -> dict[str, Series]:
+    """Each tag's points in step order, the last one per step (a step logged twice: the
+    later value), in the order the tags first appear. With numpy, not a pandas groupby
+    per tag: a million points' groupbys were a tenth of a report's time."""
+    import pandas as pd
+
+    codes, tags = pd.factorize(group["tag"].to_numpy(), sort=False)
+    steps = group["step"].to_numpy(dtype=np.int64)
+    values = group["value"].to_numpy(dtype=np.float64)
+    walls = group["wall_time"].to_numpy(dtype=np.float64)
+    order = np.argsort(codes, kind="stable")  # by tag, each tag's rows in file order
+    ranked = codes[order]
+    bounds = np.flatnonzero(np.diff(ranked)) + 1
+    series = {}
+    for start, stop in zip(np.append(0, bounds), np.append(bounds, len(order))):
+        index = order[start:stop]
+        at = steps[index]
+        if np.any(at[1:] < at[:-1]):  # a resumed run: steps again from an earlier one
+            index = index[np.argsort(at, kind="stable")]
+            at = steps[index]
+        index = index[np.append(at[1:] != at[:-1], True)]  # the last point of each step
+        series[str(tags[ranked[start]])] = Series(steps[index], values[index], walls[index])
+    return series
 
 
 def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
@@ -312,14 +330,21 @@ def downsample(
         return steps, values
     buckets = max(max_points // 2, 1)
     edges = np.linspace(0, n, buckets + 1).astype(np.int64)
-    keep: list[int] = []
-    safe = np.where(np.isnan(values), np.inf, values)
-    for start, stop in zip(edges[:-1], edges[1:]):
-        if stop <= start:
-            continue
-        chunk = safe[start:stop]
-        low = start + int(np.argmin(chunk))
-        high = start + int(np.argmax(np.where(np.isinf(chunk), -np.inf, chunk)))
-        keep.extend(sorted({low, high}))
-    index = np.array(keep, dtype=np.int64)
+    starts = np.unique(edges[:-1])  # empty buckets (n < buckets) merge away
+    safe = np.where(np.isnan(values), np.inf, values)  # NaN: never a bucket's minimum...
+    high = np.where(np.isinf(safe), -np.inf, safe)  # ... nor, like +inf, its maximum
+    index = np.unique(
+        np.concatenate([_first(safe, starts, np.minimum), _first(high, starts, np.maximum)])
+    )
     return steps[index], values[index]
+
+
+def _first(values: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], reduce: Any) -> Any:
+    """Per bucket (``starts``: first indices), the index of the first value equal to the
+    bucket's ``reduce`` (np.minimum: its argmin), all buckets at once."""
+    extreme = reduce.reduceat(values, starts)
+    counts = np.diff(np.append(starts, len(values)))
+    hits = np.flatnonzero(values == np.repeat(extreme, counts))
+    bucket = np.searchsorted(starts, hits, side="right") - 1
+    _, first = np.unique(bucket, return_index=True)
+    return hits[first]
