@@ -334,3 +334,24 @@ def test_one_run_marks_nothing() -> None:
     table = comparison_table([run])
     assert table.best == {}
     assert table.rows == [["solo", "1.000", "0.5000", "-", "-"]]
+
+
+def test_a_step_logged_again_keeps_its_last_value_in_step_order() -> None:
+    """Each tag's series: step order, the later point of a step logged twice (a resumed
+    run writes steps again from an earlier one), tags in the order they first appear."""
+    import pandas as pd
+
+    from mindwatch.tools.summary import _tag_series
+
+    rows = [("b", 1, 1.0), ("a", 1, 10.0), ("b", 2, 2.0), ("b", 3, 3.0), ("b", 2, 20.0)]
+    rows += [("a", 2, 11.0), ("b", 3, 30.0), ("b", 4, 40.0)]
+    frame = pd.DataFrame(rows, columns=["tag", "step", "value"])
+    frame["wall_time"] = np.arange(len(frame), dtype=np.float64)
+    series = _tag_series(frame)
+    assert list(series) == ["b", "a"]
+    assert series["b"].steps.tolist() == [1, 2, 3, 4]
+    assert series["b"].values.tolist() == [1.0, 20.0, 30.0, 40.0]
+    walls = series["b"].walls
+    assert walls is not None
+    assert walls.tolist() == [0.0, 4.0, 6.0, 7.0]
+    assert series["a"].values.tolist() == [10.0, 11.0]
