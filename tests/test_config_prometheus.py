@@ -10,6 +10,7 @@ from mindwatch.config import ConfigError, MonitorConfig, PrometheusSettings
 from mindwatch.config.prometheus import RESERVED_LABELS
 from mindwatch.exporter import push_url
 from mindwatch.exporter.families import OWN_LABELS
+from mindwatch.exporter.serving import shown_url
 
 
 def prometheus(**fields: Any) -> PrometheusSettings:
@@ -86,3 +87,12 @@ def test_the_push_address_comes_from_the_environment_first(
     monkeypatch.setenv("MW_GW", "http://env:9091")
     assert push_url("http://config:9091", "MW_GW") == "http://env:9091"
     assert push_url("http://config:9091", None) == "http://config:9091"
+
+
+def test_the_push_address_is_kept_secret() -> None:
+    config = MonitorConfig.from_dict({"prometheus": {"push": {"url": "http://u:pw@gw:9091"}}})
+    assert "pw" not in str(config.model_dump(mode="json"))
+    assert config.prometheus is not None
+    assert config.prometheus.push_address() == "http://u:pw@gw:9091"
+    assert shown_url("http://u:pw@gw:9091/x") == "http://***@gw:9091/x"
+    assert shown_url("http://gw:9091") == "http://gw:9091"

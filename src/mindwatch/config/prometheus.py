@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = ["RESERVED_LABELS", "PrometheusSettings", "PushSettings"]
 
@@ -31,11 +31,14 @@ DEFAULT_PUSH_JOB = "mindwatch"
 class PushSettings(BaseModel):
     """Pushes to a Prometheus Pushgateway, for jobs Prometheus cannot scrape."""
 
+    # The address is a secret (``http://user:password@gateway:9091``) like a notifier's.
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    url: Optional[str] = Field(
+    url: Optional[SecretStr] = Field(
         default=None,
-        description="The Pushgateway's address, e.g. 'http://pushgateway:9091'.",
+        description="The Pushgateway's address, e.g. 'http://pushgateway:9091'; kept out of "
+        "run.json, the TEXT tab, logs and errors, as it may carry credentials.",
     )
     url_env: Optional[str] = Field(
         default=None,
@@ -175,6 +178,11 @@ class PrometheusSettings(BaseModel):
         """The Pushgateway job: ``push.job``, else the ``job`` label, else mindwatch."""
         given = self.push.job if self.push is not None else None
         return given or self.labels.get("job") or DEFAULT_PUSH_JOB
+
+    def push_address(self) -> Optional[str]:
+        """The configured ``push.url`` in clear (``push.url_env`` is looked up later)."""
+        url = self.push.url if self.push is not None else None
+        return url.get_secret_value() if url is not None else None
 
     def rank_port(self, rank: int) -> Optional[int]:
         """The port rank ``rank`` serves on (None: no server; 0 stays any free port)."""

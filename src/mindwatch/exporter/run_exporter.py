@@ -43,7 +43,7 @@ class RunExporter:
         self.pusher: Optional[Pusher] = None
         push = settings.push
         if push is not None:
-            url = push_url(push.url, push.url_env)
+            url = push_url(settings.push_address(), push.url_env)
             if url is None:
                 message = _(
                     "prometheus.push: the variable {name} is not set and no url is given; "

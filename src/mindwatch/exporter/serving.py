@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -22,7 +23,7 @@ from mindwatch.common.i18n import _
 from mindwatch.common.warn import WarnOnce
 from mindwatch.exporter.families import PrometheusMetrics
 
-__all__ = ["MetricsServer", "Pusher", "push_url"]
+__all__ = ["MetricsServer", "Pusher", "push_url", "shown_url"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,16 @@ class MetricsServer:
         server.server_close()
         if thread is not None:
             thread.join(timeout)
+
+
+def shown_url(url: str) -> str:
+    """``url`` without a user name or password, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def push_url(url: Optional[str], url_env: Optional[str]) -> Optional[str]:
@@ -159,7 +170,8 @@ class Pusher:
                     "pushing the Prometheus metrics to {url} failed ({error}); training goes "
                     "on and the next push tries again (prometheus.push)"
                 )
-                self._warn("push", "mindwatch: %s", message.format(url=self.url, error=exc))
+                shown = message.format(url=shown_url(self.url), error=exc)
+                self._warn("push", "mindwatch: %s", shown)
                 return False
             self.pushed += 1
             return True
