@@ -1,6 +1,6 @@
 """Shared fixtures. MindSpore logs are silenced (GLOG_v=3) for every test and subprocess.
 
-The browser and PDF tests drive real programs from Debian packages (`make test` installs
+The browser, PDF and Prometheus tests drive real programs from Debian packages (`make test` installs
 them with apt-get as root or with passwordless sudo). Where one is missing, the fixture
 skips the test with the package to install: `pytest -ra` lists it as SKIPPED, never passed.
 """
@@ -57,3 +57,15 @@ def pdftoppm() -> str:
     """pdftoppm's path; pdfinfo comes in the same package (poppler-utils)."""
     _program("pdfinfo", "poppler-utils")
     return _program("pdftoppm", "poppler-utils")
+
+
+@pytest.fixture(scope="session")
+def prometheus_bin() -> str:
+    """The Prometheus server's path (Debian package prometheus)."""
+    return _program("prometheus", "prometheus")
+
+
+@pytest.fixture(scope="session")
+def pushgateway_bin() -> str:
+    """The Pushgateway's path (Debian package prometheus-pushgateway)."""
+    return _program("prometheus-pushgateway", "prometheus-pushgateway")
