@@ -18,7 +18,14 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel
 
-from mindwatch.config import AlertSettings, CheckpointSettings, ConfigError, MonitorConfig
+from mindwatch.config import (
+    AlertSettings,
+    CheckpointSettings,
+    ConfigError,
+    MonitorConfig,
+    PrometheusSettings,
+    PushSettings,
+)
 from mindwatch.metrics.derived import DERIVED_TAGS
 
 PAGE = Path(__file__).with_name("config.md")
@@ -43,6 +50,10 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"hparams": {"layers": {"a": 1}}}, "hparam values must be scalars"),
     ({"aggregate_every": -1}, "a negative reduction interval"),
     ({"reductions": {"accuracy": "average"}}, "not one of the reduction kinds"),
+    ({"prometheus": {"port": 9410, "labels": {"team-name": "nlp"}}}, "not a label name"),
+    ({"prometheus": {"port": 9410, "labels": {"rank": "0"}}}, "a label mindwatch sets"),
+    ({"prometheus": {"host": "0.0.0.0"}}, "neither a port nor a push"),
+    ({"prometheus": {"push": {"url_env": "http://gw:9091"}}}, "a URL where a name belongs"),
 ]
 
 
@@ -162,6 +173,23 @@ def render() -> str:
         "| key | default | meaning |",
         "|---|---|---|",
         *_fields(CheckpointSettings, "checkpoint."),
+        "",
+        "## `prometheus`",
+        "",
+        "Prometheus metrics of the run (docs/prometheus.md); off unless the section is given,",
+        "e.g. `prometheus: {port: 9410, labels: {job: llama-7b, team: nlp}}`.",
+        "",
+        "| key | default | meaning |",
+        "|---|---|---|",
+        *_fields(PrometheusSettings, "prometheus."),
+        "",
+        "### `prometheus.push`",
+        "",
+        (PushSettings.__doc__ or "").strip(),
+        "",
+        "| key | default | meaning |",
+        "|---|---|---|",
+        *_fields(PushSettings, "prometheus.push."),
         "",
         "## `alerts`",
         "",

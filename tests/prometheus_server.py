@@ -199,12 +199,17 @@ class PrometheusServer(_Program):
 
 
 class Pushgateway(_Program):
-    """``prometheus-pushgateway`` on a free loopback port, its store in memory."""
+    """``prometheus-pushgateway`` on a free loopback port, its store in memory (Debian's
+    build otherwise keeps it in /var/lib/prometheus/pushgateway.data, shared by all)."""
 
     name = "pushgateway"
 
     def _args(self) -> list[str]:
-        return [f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
+        return [
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--persistence.file=",
+            "--log.level=warn",
+        ]
 
     def metrics(self) -> str:
         """``/metrics``: what it serves (the pushed groups, plus its own)."""

@@ -61,7 +61,15 @@ from mindwatch.run.claim import claim_run_dir, link_runs
 from mindwatch.run.layout import new_run_dir
 from mindwatch.run.ranks import env_rank_and_world
 from mindwatch.sinks import Sink
-from mindwatch.sinks.items import Histogram, Scalars, SessionStart, SummaryValues, Text, TotalSteps
+from mindwatch.sinks.items import (
+    Histogram,
+    RunStatus,
+    Scalars,
+    SessionStart,
+    SummaryValues,
+    Text,
+    TotalSteps,
+)
 
 __all__ = ["Monitor"]
 
@@ -748,18 +756,26 @@ class Monitor:
         for control in self.take_controls():
             if control.alert is not None:
                 self.report(control.alert)
+        status = self._end_status(error)
+        self._pipeline.submit((pl.ITEM, pl.BOTH, RunStatus(status)))  # the exporter's
         self._pipeline.close(left())
         alerting = self._pipeline.alerting
         if alerting is not None:
             alerting.close(left())
-        self._finish_run(error)
+        self._finish_run(status, error)
 
-    def _finish_run(self, error: object) -> None:
+    @staticmethod
+    def _end_status(error: object) -> str:
+        """``failed`` (an error), ``terminated`` (SIGTERM closed it) or ``finished``."""
+        if error is not None:
+            return "failed"
+        return "terminated" if lifecycle.signal_received else "finished"
+
+    def _finish_run(self, status: str, error: object) -> None:
         """``run.json``: how the run ended, and what it holds."""
         nonfinite = self.nonfinite
-        status = "terminated" if lifecycle.signal_received else "finished"
         self._outputs.finish_run(
-            "failed" if error is not None else status,
+            status,
             error=error,
             last_step=self.last_step,
             steps_logged=self.steps_logged,

@@ -203,7 +203,8 @@ class Aggregator:
             every=config.aggregate_every,
             timeout=config.aggregate_timeout,
             prepare=prepare,
-            per_rank=config.per_rank,
+            # A rank's own values: for <run>/rank_<r>/, or for its Prometheus exporter.
+            per_rank=config.per_rank or bool(config.prometheus and config.prometheus.per_rank),
         )
 
     def connect(self, output: ReducedOutput) -> None:

@@ -5,6 +5,7 @@ module             what it holds
 =================  ==============================================================
 :mod:`.model`      ``MonitorConfig`` and its building (dict, YAML, MindFormers)
 :mod:`.alerts`     the ``alerts`` section: rules, notifiers, delivery, actions
+:mod:`.prometheus` the ``prometheus`` section: the exporter's server and pushes
 :mod:`.mindformers` MindFormers YAML sections -> mindwatch fields (pure mapping)
 :mod:`.yaml`       reading a YAML file with errors that name file and line
 :mod:`.errors`     ``ConfigError`` and its one-message-for-every-mistake text
@@ -36,6 +37,7 @@ from mindwatch.config.model import (
     ReduceKind,
     canonical_key,
 )
+from mindwatch.config.prometheus import PrometheusSettings, PushSettings
 
 __all__ = [
     "RULE_NAMES",
@@ -53,6 +55,8 @@ __all__ = [
     "NonFiniteSettings",
     "NotifierSettings",
     "PlateauSettings",
+    "PrometheusSettings",
+    "PushSettings",
     "ReduceKind",
     "SpikeSettings",
     "StallSettings",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any, Union, get_args
 
 from pydantic import AliasChoices, BaseModel, ValidationError
 
@@ -39,8 +39,10 @@ def _model_at(root: type[BaseModel], loc: tuple[Union[int, str], ...]) -> type[B
     for part in loc:
         field = model.model_fields.get(str(part))
         annotation = getattr(field, "annotation", None)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model = annotation
+        for member in (annotation, *get_args(annotation)):  # Optional[Model] too
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                model = member
+                break
     return model
 
 

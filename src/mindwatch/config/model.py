@@ -42,6 +42,7 @@ from pydantic import (
 from mindwatch.config.alerts import AlertSettings
 from mindwatch.config.errors import ConfigError, describe
 from mindwatch.config.mindformers import is_mindformers_yaml, translate
+from mindwatch.config.prometheus import PrometheusSettings
 from mindwatch.config.yaml import load_yaml
 
 __all__ = ["CheckpointSettings", "HistogramKind", "MonitorConfig", "ReduceKind", "canonical_key"]
@@ -314,6 +315,12 @@ class MonitorConfig(BaseModel):
         default_factory=CheckpointSettings,
         description="Checkpoints saved by mindwatch.mindspore.build_callbacks: "
         "save_checkpoint_steps, keep_checkpoint_max, prefix, directory.",
+    )
+    prometheus: Optional[PrometheusSettings] = Field(
+        default=None,
+        description="Prometheus metrics of the run (off when None): port, host, prefix, "
+        "labels, per_rank, push (docs/prometheus.md). Served by rank 0 from the "
+        "background thread, never the training thread.",
     )
 
     @model_validator(mode="before")

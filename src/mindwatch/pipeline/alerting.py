@@ -78,11 +78,12 @@ class Alerting:
         if len(self._sample_ids) > _ID_HISTORY:
             self._sample_ids.popitem(last=False)
 
-    def observe(self, step: int, values: Sequence[tuple[str, float]]) -> None:
-        """Apply the rules to one step's values; write or hand back what they raise."""
+    def observe(self, step: int, values: Sequence[tuple[str, float]]) -> list[Alert]:
+        """Apply the rules to one step's values; write or hand back what they raise.
+        Returns the alerts written now (the others come back through :meth:`report`)."""
         engine = self.engine
         if engine is None:
-            return
+            return []
         spe = self.steps_per_epoch
         batch = (step - 1) % spe if spe else None
         try:
@@ -90,11 +91,11 @@ class Alerting:
         except Exception as exc:  # a rule bug must not take training down
             log.warning("mindwatch: the anomaly rules failed at step %d: %r", step, exc)
             self.engine = None
-            return
-        for alert in raised:
-            self._act(alert)
+            return []
+        return [alert for alert in raised if self._act(alert)]
 
-    def _act(self, alert: Alert) -> None:
+    def _act(self, alert: Alert) -> bool:
+        """Carry out what ``alert`` asks for; True if it was written now."""
         ids = self._sample_ids.get(alert.step)
         if ids is not None:
             alert.extra["sample_ids"] = ids
@@ -109,8 +110,9 @@ class Alerting:
         if acting and self.keeps_checkpoints and alert.rule in self.settings.last_stable_on:
             # Written when the loop reports it back, naming the checkpoint it kept.
             self._control(Control("keep_last_stable", alert.step, alert))
-            return
+            return False
         self.report(alert)
+        return True
 
     def report(self, alert: Alert) -> None:
         """Write an alert: the list, ``alerts.jsonl`` and the log, the notifiers."""

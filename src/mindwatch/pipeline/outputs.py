@@ -16,6 +16,10 @@ rank r > 0, nobody to reduce with      ``<run>/rank_<r>/`` (or a   nothing
 (``tag_style: mindformers``), the console progress (rank 0), the rules with their
 ``alerts.jsonl``, and ``run.json``. A rank r > 0 whose reduction fails opens
 ``<run>/rank_<r>/`` then, for both routes, so none of its values is lost.
+
+With ``prometheus`` configured, rank 0's ``MAIN`` route also feeds the Prometheus
+exporter (the job's values); with ``prometheus.per_rank`` every rank's own values feed
+its exporter too, labelled by rank (the ``RANK`` route under reduction, else ``MAIN``).
 """
 
 from __future__ import annotations
@@ -32,13 +36,21 @@ from typing import Any, Optional
 from mindwatch.alerts import AlertLog, Control
 from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import EventFileWriter, LogDirError, WriterStats
+from mindwatch.exporter import RunExporter
 from mindwatch.metrics.steps import LocalSteps
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.pipeline.pipeline import Pipeline
 from mindwatch.run.info import RunInfo
 from mindwatch.run.layout import ALERTS_FILE, has_event_files
 from mindwatch.run.ranks import rank_folder
-from mindwatch.sinks import MindFormersView, ProgressSink, Sink, SinkGroup, TensorBoardSink
+from mindwatch.sinks import (
+    MindFormersView,
+    ProgressSink,
+    PrometheusSink,
+    Sink,
+    SinkGroup,
+    TensorBoardSink,
+)
 
 __all__ = ["Outputs", "config_markdown", "open_outputs", "open_writer"]
 
@@ -53,6 +65,7 @@ class Outputs:
     run: Optional[RunInfo]
     global_tb: Optional[TensorBoardSink]  # <run>/ (rank 0)
     rank_tb: Optional[TensorBoardSink]  # <run>/rank_<r>/ (or a rank's own run folder)
+    exporter: Optional[RunExporter] = None  # Prometheus (config.prometheus)
 
     def writers(self) -> list[EventFileWriter]:
         """The event writers: the global run's first, then this rank's own folder
@@ -77,6 +90,8 @@ class Outputs:
             fields["error"] = f"{type(error).__name__}: {text}"[:300]
         stats = self.stats()
         alerting = self.pipeline.alerting
+        if self.exporter is not None:
+            fields["prometheus"] = self.exporter.summary()
         run.finish(
             status=status,
             points_dropped=stats.points_dropped,
@@ -152,6 +167,11 @@ def open_outputs(
             main.append(view)
     if rank == 0:
         main.append(ProgressSink(every=cfg.print_every, mode=cfg.progress, total=total_steps))
+    exporter, rank_sinks = _exporter(
+        cfg, logdir.name, rank=rank, world_size=world_size, reduced=reduced, main=main
+    )
+    if rank_tb is not None and reduced:
+        rank_sinks.insert(0, rank_tb)
     run = None
     if main_tb is not None:
         run = RunInfo(
@@ -197,7 +217,7 @@ def open_outputs(
 
     pipeline = Pipeline(
         main=SinkGroup(main),
-        rank=SinkGroup([rank_tb] if reduced and rank_tb is not None else []),
+        rank=SinkGroup(rank_sinks),
         local=local,
         perplexity=cfg.perplexity,
         alerting=alerting,
@@ -206,4 +226,26 @@ def open_outputs(
         max_block_secs=cfg.max_block_secs,
         controls=controls,
     )
-    return Outputs(pipeline, run, global_tb, rank_tb)
+    return Outputs(pipeline, run, global_tb, rank_tb, exporter)
+
+
+def _exporter(
+    cfg: MonitorConfig, run: str, *, rank: int, world_size: int, reduced: bool, main: list[Sink]
+) -> tuple[Optional[RunExporter], list[Sink]]:
+    """The Prometheus exporter of this process, if it has one: its sink on ``MAIN`` is
+    added to ``main``; the ``RANK`` route's sinks are returned (a rank's own values under
+    reduction, with ``per_rank``)."""
+    settings = cfg.prometheus
+    if settings is None or not (rank == 0 or settings.per_rank):
+        return None, []
+    exporter = RunExporter(settings, run=run, rank=rank, world_size=world_size)
+    if rank == 0:  # the job's values (reduced, or rank 0's own without a reduction)
+        main.append(PrometheusSink(exporter, exporter.series(), owner=True))
+        if reduced and settings.per_rank:
+            return exporter, [PrometheusSink(exporter, exporter.series(rank=0), owner=False)]
+        return exporter, []
+    series = exporter.series(rank=rank)  # per_rank: this rank's own values
+    if reduced:
+        return exporter, [PrometheusSink(exporter, series, owner=True)]
+    main.append(PrometheusSink(exporter, series, owner=True))
+    return exporter, []

@@ -40,7 +40,7 @@ from mindwatch.metrics.steps import LocalSteps, logged_points
 from mindwatch.metrics.tags import TAGS
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.sinks import SinkGroup
-from mindwatch.sinks.items import EvalValues, Histogram, Item, Scalars, StepValues
+from mindwatch.sinks.items import EvalValues, Histogram, Item, RaisedAlert, Scalars, StepValues
 
 __all__ = ["MAIN", "RANK", "Pipeline"]
 
@@ -277,14 +277,14 @@ class Pipeline:
             _, step, values = entry
             self.local.counter.count(values)
             self.main.write(EvalValues(step, values))
-            if self.alerting is not None:
-                self.alerting.observe(step, values)
+            self._judge(step, values)
         elif kind == ITEM:
             _, route, item = entry
             self._write(route, item)
         elif kind == ALERT:
             if self.alerting is not None:
                 self.alerting.report(entry[1])
+                self.main.write(RaisedAlert(entry[1]))
         elif kind == IDS:
             if self.alerting is not None:
                 self.alerting.note_sample_ids(entry[1], entry[2])
@@ -299,8 +299,14 @@ class Pipeline:
 
     def _main_step(self, step: int, values: Values, wall: float, samples: Any) -> None:
         self.main.write(StepValues(step, values, wall, samples))
+        self._judge(step, values)
+
+    def _judge(self, step: int, values: Values) -> None:
+        """The rules on ``main``'s values; the alerts written go to ``main`` too (the
+        exporter counts them)."""
         if self.alerting is not None:
-            self.alerting.observe(step, values)
+            for alert in self.alerting.observe(step, values):
+                self.main.write(RaisedAlert(alert))
 
     def _write(self, route: int, item: Item) -> None:
         if route in (MAIN, BOTH):
@@ -321,10 +327,14 @@ class Pipeline:
             alerting.keeps_checkpoints = bool(value)
 
     def _failed(self, step: int, reason: str) -> None:
-        if self.rank or self._open_rank_folder is None:
+        opener = self._open_rank_folder
+        if opener is None:
             return
-        opened = self._open_rank_folder()
+        opened = opener()
         if opened is not None:
+            self._open_rank_folder = None
+            for sink in self.rank.sinks:  # a rank's exporter gets both from now on too
+                opened.add(sink)
             self.rank = self.main = opened  # its values, and the shared ones from now on
 
     def _finish(self, timeout: Optional[float]) -> None:

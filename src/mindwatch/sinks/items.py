@@ -10,10 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
+from mindwatch.alerts import Alert
+
 __all__ = [
     "EvalValues",
     "Histogram",
     "Item",
+    "RaisedAlert",
+    "RunStatus",
     "Scalars",
     "SessionStart",
     "StepValues",
@@ -91,6 +95,31 @@ class TotalSteps:
     total: Optional[int]
 
 
+@dataclass(frozen=True)
+class RaisedAlert:
+    """An alert as written (``alerts.jsonl``, the log, the notifiers): for sinks that
+    count alerts (the Prometheus exporter)."""
+
+    alert: Alert
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """How the run stands: ``running``, or at its end ``finished``, ``failed`` or
+    ``terminated`` (``run.json``'s status)."""
+
+    status: str
+
+
 Item = Union[
-    StepValues, EvalValues, Scalars, Histogram, Text, SummaryValues, SessionStart, TotalSteps
+    StepValues,
+    EvalValues,
+    Scalars,
+    Histogram,
+    Text,
+    SummaryValues,
+    SessionStart,
+    TotalSteps,
+    RaisedAlert,
+    RunStatus,
 ]

@@ -12,6 +12,9 @@ survives a rank that MindSpore kills), for the test to compare with.
 ``--die-at N``: rank 1 leaves at step N (``os._exit(0)``: msrun counts a 0 exit as
 done, so rank 0 is left running alone). ``--no-dp``: no gradient all-reduce, so that
 mindwatch's own all-gather is the only collective (rank 0 can then train on alone).
+``--hold``: after the last step, before the monitor closes, every rank writes
+``OUT/held_rank<r>`` and waits (at most 120 s) for ``OUT/release``, so a test can
+scrape the exporter of a job that has trained.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 import mindspore as ms
@@ -33,6 +37,7 @@ parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--corrupt", default="")
 parser.add_argument("--die-at", type=int, default=0)
 parser.add_argument("--no-dp", action="store_true")
+parser.add_argument("--hold", action="store_true")
 parser.add_argument("--config", default="{}")
 parser.add_argument("--mode", choices=["graph", "pynative"], default="graph")
 args = parser.parse_args()
@@ -113,6 +118,16 @@ class Dier(ms.train.Callback):
         maybe_die(int(run_context.original_args().cur_step_num))
 
 
+class Hold(ms.train.Callback):
+    """Before the monitor: after training, wait for the test's OUT/release."""
+
+    def on_train_end(self, run_context):  # type: ignore[no-untyped-def]
+        (args.out / f"held_rank{RANK}").write_text("")
+        deadline = time.monotonic() + 120
+        while not (args.out / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
 config = {"logdir": str(args.out / "run"), "print_every": 0, **json.loads(args.config)}
 net = network()
 opt = nn.SGD(net.trainable_params(), learning_rate=0.02)
@@ -121,7 +136,8 @@ dataset = ms.dataset.GeneratorDataset(Source(), ["x", "y"], shuffle=False).batch
 if args.entry == "model":
     train_cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, nn.MSELoss()), opt)
     model = ms.train.Model(train_cell)
-    callbacks = [LocalRecorder(), TrainingMonitor(config), Dier()]
+    hold = [Hold()] if args.hold else []
+    callbacks = [LocalRecorder(), *hold, TrainingMonitor(config), Dier()]
     try:
         model.train(1, dataset, callbacks=callbacks, dataset_sink_mode=False)
     finally:  # also when training fails (a dead peer): the test compares what was seen

@@ -1,0 +1,173 @@
+"""How the metrics leave the process: an HTTP server Prometheus scrapes, and pushes to a
+Pushgateway.
+
+:class:`MetricsServer` is ``prometheus_client``'s own server (``start_http_server`` with
+the run's registry) on its own threads: a scrape formats the last values under a short
+lock and never touches the training thread. :class:`Pusher` pushes the registry every
+``every_secs`` seconds from a thread of its own and once more at the end.
+
+Neither ever raises into training: a port in use is one warning naming ``host:port``
+and the config key to change, a failing push one warning (the next push tries again).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from mindwatch.common.i18n import _
+from mindwatch.common.warn import WarnOnce
+from mindwatch.exporter.families import PrometheusMetrics
+
+__all__ = ["MetricsServer", "Pusher", "push_url"]
+
+log = logging.getLogger(__name__)
+
+
+class MetricsServer:
+    """``http://<host>:<port>/metrics`` for ``metrics``, started by :meth:`start`."""
+
+    def __init__(self, metrics: PrometheusMetrics, *, host: str, port: int) -> None:
+        self.metrics = metrics
+        self.host = host
+        self.port = port  # the bound port once started (0 asks for any free one)
+        self._server: Any = None
+        self._thread: Optional[threading.Thread] = None
+        self._tried = False
+        self.served = False  # it listened (a port in use: never)
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def start(self) -> bool:
+        """Start serving (once; later calls return whether it runs). A port that cannot
+        be bound is one warning, and no server."""
+        with self._lock:
+            if self._tried:
+                return self._server is not None
+            self._tried = True
+            from prometheus_client import start_http_server
+
+            try:
+                server, thread = start_http_server(self.port, self.host, self.metrics.registry)
+            except OSError as exc:
+                message = _(
+                    "the Prometheus exporter cannot listen on {address} ({error}); training "
+                    "goes on without it: choose a free port with prometheus.port (0 takes "
+                    "any free one), or stop what uses that port"
+                )
+                log.warning(
+                    "mindwatch: %s",
+                    message.format(address=f"{self.host}:{self.port}", error=exc.strerror or exc),
+                )
+                return False
+            self._server, self._thread = server, thread
+            self.port = int(server.server_address[1])
+            self.served = True
+            log.info("mindwatch: Prometheus metrics on %s", self.url)
+            return True
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Stop serving and free the port."""
+        with self._lock:
+            server, thread = self._server, self._thread
+            self._server = self._thread = None
+        if server is None:
+            return
+        server.shutdown()  # returns once serve_forever has (its poll: half a second)
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout)
+
+
+def push_url(url: Optional[str], url_env: Optional[str]) -> Optional[str]:
+    """The Pushgateway address: ``$url_env`` when that variable is set, else ``url``."""
+    if url_env:
+        found = os.environ.get(url_env)
+        if found:
+            return found
+    return url
+
+
+class Pusher:
+    """Push ``metrics`` to the Pushgateway at ``url`` under ``job`` and ``grouping``
+    (e.g. ``{"run": "exp1"}``): every ``every_secs`` seconds once started, and at
+    :meth:`close`. A failed push is a warning once and counted in :attr:`failed`."""
+
+    def __init__(
+        self,
+        metrics: PrometheusMetrics,
+        *,
+        url: str,
+        job: str,
+        grouping: Mapping[str, str],
+        every_secs: Optional[float],
+        timeout: float,
+    ) -> None:
+        self.metrics = metrics
+        self.url = url
+        self.job = job
+        self.grouping = dict(grouping)
+        self.every_secs = every_secs
+        self.timeout = timeout
+        self.pushed = 0
+        self.failed = 0
+        self._warn = WarnOnce(log)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # one push at a time: the thread's and the last one
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        """Start the periodic pushes (once; none without ``every_secs``)."""
+        if self._thread is not None or self.every_secs is None or self._stop.is_set():
+            return
+        self._thread = threading.Thread(target=self._run, name="mindwatch-push", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self.every_secs is not None
+        while not self._stop.wait(self.every_secs):
+            self.push()
+
+    def push(self, timeout: Optional[float] = None) -> bool:
+        """Push now (at most ``timeout`` seconds, default the configured one)."""
+        from prometheus_client import push_to_gateway
+
+        limit = self.timeout if timeout is None else max(0.1, min(timeout, self.timeout))
+        with self._lock:
+            try:
+                push_to_gateway(
+                    self.url,
+                    job=self.job,
+                    registry=self.metrics.registry,
+                    grouping_key=self.grouping,
+                    timeout=limit,
+                )
+            except Exception as exc:  # URLError, HTTPError, a bad address: never raised
+                self.failed += 1
+                message = _(
+                    "pushing the Prometheus metrics to {url} failed ({error}); training goes "
+                    "on and the next push tries again (prometheus.push)"
+                )
+                self._warn("push", "mindwatch: %s", message.format(url=self.url, error=exc))
+                return False
+            self.pushed += 1
+            return True
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Stop the periodic pushes and push the final values (bounded by ``timeout``)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        self.push(timeout)

@@ -1,0 +1,167 @@
+"""The in-job exporter through ``Monitor`` (no framework): the HTTP server, a port in
+use, per-rank serving, and pushes to a real ``prometheus-pushgateway``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import socket
+import time
+import urllib.error
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mindwatch import Monitor
+from tests.prometheus_server import Pushgateway, free_port, http_get
+
+pytest.importorskip("prometheus_client")
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return samples(text)[(name, frozenset(labels.items()))]
+
+
+def config(**prometheus: Any) -> dict[str, Any]:
+    return {"print_every": 0, "prometheus": prometheus}
+
+
+def test_the_server_serves_the_steps_and_stops_at_close(tmp_path: Path) -> None:
+    port = free_port()
+    mon = Monitor(tmp_path / "exp", config(port=port, labels={"team": "nlp"}))
+    for step in range(1, 4):
+        mon.log_step(step, loss=1.0 / step, lr=0.1, samples=4)
+    mon.log_eval(3, accuracy=0.5)
+    mon.flush()
+    text = http_get(f"http://127.0.0.1:{port}/metrics")
+    assert value(text, "mindwatch_step", run="exp", team="nlp") == 3
+    assert value(text, "mindwatch_loss", run="exp", team="nlp") == pytest.approx(1 / 3)
+    assert value(text, "mindwatch_eval", run="exp", team="nlp", metric="accuracy") == 0.5
+    running = value(text, "mindwatch_run_status", run="exp", team="nlp", status="running")
+    assert running == 1
+    mon.close()
+    with pytest.raises(urllib.error.URLError):
+        http_get(f"http://127.0.0.1:{port}/metrics", timeout=1)
+    info = json.loads((mon.logdir / "run.json").read_text())
+    assert info["prometheus"] == {"url": f"http://127.0.0.1:{port}/metrics"}
+
+
+def test_a_port_in_use_is_one_warning_and_training_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with caplog.at_level(logging.WARNING, logger="mindwatch"):
+            mon = Monitor(tmp_path / "exp", config(port=port))
+            for step in range(1, 50):
+                mon.log_step(step, loss=1.0)
+            mon.close()
+    warnings = [r.getMessage() for r in caplog.records if "Prometheus" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert f"127.0.0.1:{port}" in warnings[0]
+    assert "prometheus.port" in warnings[0]
+    info = json.loads((mon.logdir / "run.json").read_text())
+    assert info["status"] == "finished"
+    assert info["last_step"] == 49
+    assert info["prometheus"] == {"url": None}
+
+
+def test_per_rank_without_reduction_serves_a_rank_on_port_plus_rank(tmp_path: Path) -> None:
+    port = free_port()
+    while port + 1 > 65535:  # pragma: no cover
+        port = free_port()
+    settings = {"port": port, "per_rank": True}
+    with Monitor(tmp_path / "exp", config(**settings), rank=1, world_size=2) as mon:
+        mon.log_step(5, loss=2.0)
+        mon.flush()
+        text = http_get(f"http://127.0.0.1:{port + 1}/metrics")
+    assert value(text, "mindwatch_loss", run=mon.logdir.name, rank="1") == 2.0
+    # Without per_rank, rank 1 serves nothing.
+    with Monitor(tmp_path / "other", config(port=port), rank=1, world_size=2) as mon:
+        mon.log_step(5, loss=2.0)
+        mon.flush()
+        assert mon._outputs.exporter is None
+
+
+def gateway_text(gateway: Pushgateway) -> str:
+    return "\n".join(line for line in gateway.metrics().splitlines() if "mindwatch_" in line)
+
+
+def test_a_short_job_pushes_as_it_goes_and_its_final_values(
+    pushgateway_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Pushgateway(pushgateway_bin, tmp_path / "gw") as gateway:
+        monkeypatch.setenv("MW_TEST_PUSHGATEWAY", gateway.url)
+        push = {"url_env": "MW_TEST_PUSHGATEWAY", "every_secs": 0.2}
+        mon = Monitor(tmp_path / "short", config(labels={"job": "ci-push"}, push=push))
+        mon.log_step(1, loss=3.0)
+        mon.flush()
+        deadline = time.monotonic() + 30
+        while "mindwatch_step" not in gateway_text(gateway) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        during = gateway_text(gateway)
+        for step in range(2, 8):
+            mon.log_step(step, loss=1.0 / step, lr=0.01)
+        mon.log_step(8, loss=math.nan)
+        mon.close()
+        final = gateway_text(gateway)
+        (group,) = gateway.groups()
+    grouping = {"job": "ci-push", "run": "short"}
+    assert value(during, "mindwatch_step", instance="", **grouping) == 1
+    assert value(final, "mindwatch_step", instance="", **grouping) == 8
+    assert math.isnan(value(final, "mindwatch_loss", instance="", **grouping))
+    assert value(final, "mindwatch_learning_rate", instance="", **grouping) == 0.01
+    status = {"instance": "", **grouping}
+    assert value(final, "mindwatch_run_status", status="finished", **status) == 1
+    assert value(final, "mindwatch_run_status", status="running", **status) == 0
+    nonfinite = {"rule": "nonfinite", "severity": "critical", "instance": "", **grouping}
+    assert value(final, "mindwatch_alerts_total", **nonfinite) == 1
+    assert group["labels"] == grouping
+    info = json.loads((mon.logdir / "run.json").read_text())
+    assert info["prometheus"]["pushes"] >= 2
+    assert info["prometheus"]["push_failures"] == 0
+
+
+def test_a_failed_run_pushes_failed(pushgateway_bin: str, tmp_path: Path) -> None:
+    with Pushgateway(pushgateway_bin, tmp_path / "gw") as gateway:
+        push = {"url": gateway.url, "every_secs": None}
+        mon = Monitor(tmp_path / "bad", config(push=push))
+        mon.log_step(1, loss=1.0)
+        mon.abort(RuntimeError("out of memory"))
+        final = gateway_text(gateway)
+    labels = {"job": "mindwatch", "run": "bad", "instance": ""}
+    assert value(final, "mindwatch_run_status", status="failed", **labels) == 1
+
+
+def test_a_failing_push_is_one_warning_and_training_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    push = {"url": nobody, "every_secs": 0.05, "timeout": 1.0}
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        mon = Monitor(tmp_path / "exp", config(push=push))
+        for step in range(1, 20):
+            mon.log_step(step, loss=1.0)
+            time.sleep(0.01)
+        mon.close()
+    warnings = [r.getMessage() for r in caplog.records if "push" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert nobody in warnings[0]
+    info = json.loads((mon.logdir / "run.json").read_text())
+    assert info["status"] == "finished"
+    assert info["prometheus"]["push_failures"] >= 1
+    assert info["prometheus"]["pushes"] == 0
