@@ -20,6 +20,7 @@ import pytest
 
 from mindwatch.events.writer import EventFileWriter
 from mindwatch.tools.watch_prometheus import parse_address, series_name
+from tests.deploy import test_grafana_dashboard as dashboard
 from tests.prometheus_server import PrometheusServer, free_port, http_get
 from tests.tbread import scalars
 
@@ -81,13 +82,17 @@ def _tensorboardx_run(folder: Path, steps: int) -> None:
     writer.close()
 
 
-def _own_writer_run(folder: Path, steps: int) -> None:
-    """mindwatch's own event writer, no Monitor: no run.json."""
+def _own_writer_run(folder: Path, steps: int, *, spread: bool = False) -> None:
+    """mindwatch's own event writer, no Monitor: no run.json (``spread``: with the
+    ``ranks/`` tags of a job's reduced values)."""
     folder.mkdir(parents=True, exist_ok=True)
     with EventFileWriter(folder) as writer:
         for step in range(1, steps + 1):
             writer.add_scalar("train/loss", 1.0 + 1.0 / step, step)
             writer.add_scalar("perf/samples_per_s", 100.0 + step, step)
+            if spread:
+                for stat, value in (("min", 10.0), ("max", 12.5), ("mean", 11.0), ("argmax", 1)):
+                    writer.add_scalar(f"ranks/step_time_ms_{stat}", value, step)
 
 
 _KILLED_MONITOR = textwrap.dedent(
@@ -114,7 +119,7 @@ def test_runs_of_other_tools_and_a_crashed_run_reach_prometheus(
     root = tmp_path / "runs"
     _tensorboardx_run(root / "tbx", 30)
     _own_writer_run(root / "job" / "rank_1", 12)  # a rank's own folder, inside job/
-    _own_writer_run(root / "job", 25)
+    _own_writer_run(root / "job", 25, spread=True)
     killed = subprocess.run(
         [sys.executable, "-c", _KILLED_MONITOR, str(root / "crashed")], env=_env(), timeout=120
     )
@@ -161,6 +166,25 @@ def test_runs_of_other_tools_and_a_crashed_run_reach_prometheus(
         age = prom.value('mindwatch_seconds_since_last_step{run="tbx"}')
         assert age is not None
         assert 0 <= age < 600
+        assert prom.value(
+            'mindwatch_rank_spread{run="job", metric="step_time_ms", stat="max"}'
+        ) == (12.5)
+        assert prom.value('mindwatch_rank_argmax{run="job", metric="step_time_ms"}') == 1
+
+        # Every query of the shipped Grafana dashboard is valid PromQL, and the panels
+        # whose metrics these runs have show data.
+        with_data = ("loss", "learning_rate", "samples_per_second", "rank_spread", "rank_argmax")
+        for expr in dashboard.queries(dashboard.load()):
+            promql = (
+                expr.replace("$job", ".*")
+                .replace('run=~"$run"', 'run=~".*"')
+                .replace("$run", "job")
+                .replace("$metric", "step_time_ms")
+                .replace("$__rate_interval", "1m")
+            )
+            result = prom.query(promql)  # an invalid query raises
+            if any(f"mindwatch_{name}{{" in expr for name in with_data):
+                assert result, promql
 
 
 @pytest.mark.slow
