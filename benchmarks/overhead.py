@@ -11,6 +11,11 @@ For each model size, the same compiled network is trained with:
   ``SummaryWriter`` every step (what MindFormers' ``MFLossMonitor`` does);
 * for information, ``TrainOneStepWithGradNormCell`` + ``TrainingMonitor`` (a
   different graph: the in-graph gradient norm costs graph time, not callback time);
+* with ``--prometheus``: ``TrainingMonitor`` with the Prometheus exporter on (its HTTP
+  server on loopback, scraped by a thread of this script every ``--scrape-every``
+  seconds, 0.01 by default: a hundred times as often as the tests' Prometheus, so that
+  scrapes land inside rounds of a few hundred milliseconds), and a line comparing it
+  with the row without the exporter, paired round by round;
 * ``TrainOneStepWithGradNormCell(layer_norms=True)`` + ``TrainingMonitor`` recording
   per-layer norms, the parameter norm and histograms every 10 steps: its row shows the
   steps that record nothing extra (they must cost what the row above costs); a line
@@ -29,6 +34,7 @@ the very same configuration:
   paired ratios cancels the slow drift, and the spread (25th-75th percentile) is shown.
 
     python benchmarks/overhead.py [--rounds 12] [--steps 60] [--sizes small,medium,large]
+                                  [--prometheus [--scrape-every 0.1]]
 """
 
 from __future__ import annotations
@@ -36,8 +42,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import statistics
 import tempfile
+import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
@@ -186,6 +195,41 @@ class Timed(Callback):  # type: ignore[misc]
         self._each("on_train_end", run_context)
 
 
+class Scraper:
+    """Reads the exporter's /metrics every ``every`` seconds, as Prometheus would."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.url = ""  # the exporter being trained now
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def config(self) -> dict[str, Any]:
+        """A config with the exporter on a fresh free port, which this scraper reads."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        return {"prometheus": {"port": port}}
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            if not self.url:
+                continue
+            try:
+                with urllib.request.urlopen(self.url, timeout=1) as answer:
+                    answer.read()
+                self.scrapes += 1
+            except OSError:
+                pass  # between two runs: no server
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _quantile(values: list[float], q: float) -> float:
     return float(np.quantile(np.asarray(values), q))
 
@@ -195,6 +239,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60, help="steps per round")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--sizes", default=",".join(SIZES))
+    parser.add_argument(
+        "--prometheus", action="store_true", help="add TrainingMonitor with the exporter on"
+    )
+    parser.add_argument("--scrape-every", type=float, default=0.01, help="seconds")
     args = parser.parse_args()
     ms.set_device("CPU")
     ms.set_context(mode=ms.GRAPH_MODE)
@@ -215,10 +263,19 @@ def main() -> None:
         "param_norm_every": every,
         "histogram_every_steps": every,
     }
+    scraper = Scraper(args.scrape_every) if args.prometheus else None
+    off_name, on_name = "mindwatch TrainingMonitor()", "  + Prometheus exporter, scraped"
+    exporter: dict[str, tuple[str, Callable[[int], list[Any]]]] = {}
+    if scraper is not None:
+        exporter[on_name] = (
+            "plain",
+            lambda b: [TrainingMonitor(scraper.config(), logdir=folder())],
+        )
     configs: dict[str, tuple[str, Callable[[int], list[Any]]]] = {
         bare_name: ("plain", lambda b: []),
         "MindSpore LossMonitor()": ("plain", lambda b: [LossMonitor()]),
-        "mindwatch TrainingMonitor()": ("plain", lambda b: [TrainingMonitor(logdir=folder())]),
+        off_name: ("plain", lambda b: [TrainingMonitor(logdir=folder())]),
+        **exporter,
         "naive tensorboardX callback": ("plain", lambda b: [NaiveTensorBoardX(folder(), b)]),
         "GradNorm cell + TrainingMonitor()": (
             "gradnorm",
@@ -276,6 +333,16 @@ def main() -> None:
                 f"  {name:36} {cb_us:8.1f} us {100 * cb_us / (bare * 1e6):8.2f}%  "
                 f"{statistics.median(ratio):>22.3f} ({spread})"
             )
+        if scraper is not None:
+            paired = [on / off for on, off in zip(medians[on_name], medians[off_name])]
+            on_us = statistics.median(inside[on_name]) * 1e6
+            off_us = statistics.median(inside[off_name]) * 1e6
+            print(
+                f"  exporter on vs off, paired by round: end-to-end "
+                f"{statistics.median(paired):.3f} ({_quantile(paired, 0.25):.3f}-"
+                f"{_quantile(paired, 0.75):.3f}); in-callback {on_us:.1f} vs {off_us:.1f} us; "
+                f"{scraper.scrapes} scrapes so far"
+            )
         if recording:
             rec_ms = statistics.median(recording) * 1e3
             print(
@@ -285,6 +352,8 @@ def main() -> None:
                 f"({rec_ms / (bare * 1e3):.1f}x the bare step); the other steps: the row above"
             )
         print()
+    if scraper is not None:
+        scraper.stop()
     tmp.cleanup()
 
 

@@ -165,3 +165,33 @@ def test_a_failing_push_is_one_warning_and_training_goes_on(
     assert info["status"] == "finished"
     assert info["prometheus"]["push_failures"] >= 1
     assert info["prometheus"]["pushes"] == 0
+
+
+def test_simulated_ranks_per_rank_serve_the_job_and_their_own(tmp_path: Path) -> None:
+    """Two ranks reducing through mindwatch.testing.LocalGroup (the msrun path without
+    MindSpore): rank 0 serves the job's values and its own, rank 1 its own on port + 1."""
+    from tests.aggregate.test_multirank import local_loss, run_ranks
+
+    port = free_port()
+    scraped: dict[int, str] = {}
+
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 11):  # two intervals of 5: reduced before close()
+                mon.log_step(step, loss=local_loss(rank, step), lr=0.1, samples=8)
+            mon.flush()
+            scraped[rank] = http_get(f"http://127.0.0.1:{port + rank}/metrics")
+
+    config = {"aggregate_every": 5, "prometheus": {"port": port, "per_rank": True}}
+    run_ranks(2, tmp_path, body, config=config)
+    run = tmp_path.name
+    job, mine = scraped[0], scraped[1]
+    losses = [local_loss(0, 10), local_loss(1, 10)]
+    assert value(job, "mindwatch_step", run=run) == 10
+    assert value(job, "mindwatch_loss", run=run) == pytest.approx(sum(losses) / 2, rel=1e-6)
+    assert value(job, "mindwatch_rank_argmax", run=run, metric="loss") == 1
+    high = value(job, "mindwatch_rank_spread", run=run, metric="loss", stat="max")
+    assert high == pytest.approx(losses[1], rel=1e-6)
+    assert value(job, "mindwatch_loss", run=run, rank="0") == pytest.approx(losses[0], rel=1e-6)
+    assert value(mine, "mindwatch_loss", run=run, rank="1") == pytest.approx(losses[1], rel=1e-6)
+    assert ("mindwatch_loss", frozenset({"run": run}.items())) not in samples(mine)

@@ -12,7 +12,9 @@ steps) appends tuples to one queue; the pipeline's thread takes them in order an
    folder under reduction), through a :class:`~mindwatch.sinks.SinkGroup` each;
 3. applies the rules to the ``MAIN`` route's steps and evaluations
    (:class:`~mindwatch.pipeline.alerting.Alerting`), whose decisions come back to the
-   training loop as :class:`~mindwatch.alerts.Control` values in :attr:`controls`.
+   training loop as :class:`~mindwatch.alerts.Control` values in :attr:`controls`; each
+   alert written then goes to the ``MAIN`` sinks too, as a
+   :class:`~mindwatch.sinks.items.RaisedAlert` (the Prometheus exporter counts them).
 
 The thread wakes every ``period`` seconds (a tenth of a second at most), when the queue
 passes a high-water mark, or when asked (:meth:`sync`, :meth:`close`), and then takes
