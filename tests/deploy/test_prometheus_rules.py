@@ -13,6 +13,7 @@ import yaml
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 RULES = RULES_DIR / "mindwatch.rules.yml"
 RULE_TESTS = RULES_DIR / "mindwatch.rules.test.yml"
+EXAMPLE_CONFIG = RULES_DIR / "prometheus.example.yml"
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,12 @@ def test_promtool_accepts_the_rules(promtool: str) -> None:
 def test_each_alert_fires_on_its_condition_and_not_on_a_healthy_run(promtool: str) -> None:
     output = _promtool(promtool, "test", "rules", str(RULE_TESTS))
     assert "SUCCESS" in output
+
+
+def test_the_example_scrape_config_loads_the_rules(promtool: str) -> None:
+    output = _promtool(promtool, "check", "config", str(EXAMPLE_CONFIG))
+    assert "is valid prometheus config file syntax" in output
+    assert "SUCCESS: 5 rules found" in output
 
 
 def test_every_alert_is_unit_tested_and_says_where_and_what_to_do() -> None:
