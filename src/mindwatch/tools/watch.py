@@ -218,7 +218,7 @@ class Watcher:
         if not settings.enabled or run.stalled or run.last_wall is None:
             return []
         idle = now - run.last_wall
-        if idle <= settings.seconds or self._status(run.folder) in _DONE:
+        if idle <= settings.seconds or self._status(run) in _DONE:
             return []
         run.stalled = True
         minutes = idle / 60
@@ -240,7 +240,9 @@ class Watcher:
         ]
 
     @staticmethod
-    def _status(folder: Path) -> Optional[str]:
+    def _status(run: _Run) -> Optional[str]:
+        # A rank's own folder (msrun) has no run.json: the run's folder above says it.
+        folder = run.folder.parent if rank_of_run(run.name) is not None else run.folder
         status = read_run_info(folder).get("status")
         return str(status) if status else None
 
