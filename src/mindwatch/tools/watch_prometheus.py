@@ -65,10 +65,9 @@ def series_name(name: str, root_name: str) -> tuple[str, Optional[int]]:
     return (root_name if name == "." else name), rank
 
 
-def run_status(folder: Path, host: str) -> Optional[str]:
-    """The status ``run.json`` records, ``crashed`` for a ``running`` run of this host
-    whose process is gone; None without ``run.json`` or with a status we do not know."""
-    info = read_run_info(folder)
+def run_status(info: Mapping[str, Any], host: str) -> Optional[str]:
+    """The status a ``run.json`` (``info``) records, ``crashed`` for a ``running`` run of
+    this host whose process is gone; None without one or with a status we do not know."""
     status = info.get("status")
     if status == "running" and info.get("host") == host and not process_alive(info.get("pid")):
         return "crashed"
@@ -113,10 +112,11 @@ class WatchExporter:
                 self._backfill(series, folder)
             names[folder.name if name == "." else name] = name  # as the rules name runs
             if rank_of_run(name) is None:
-                status = run_status(folder, self._host)
+                info = read_run_info(folder)
+                status = run_status(info, self._host)
                 if status is not None:
                     series.set_status(status)
-                world = read_run_info(folder).get("world_size")
+                world = info.get("world_size")
                 if isinstance(world, int):
                     series.set_world_size(world)
         for gone in set(self._series) - {name for name, _ in runs}:
