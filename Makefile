@@ -14,12 +14,14 @@ export GLOG_v ?= 3
 
 # Debian packages the tests drive for real: headless Chromium opens the HTML report and
 # takes screenshots of pages (chromium-driver is its WebDriver), pdftoppm (poppler-utils)
-# renders the PDF report. Installed with apt-get when missing, as root or with
-# passwordless sudo; otherwise, or with `make test SYSDEPS=skip`, nothing is installed and
-# the tests that need them are reported as skipped.
+# renders the PDF report, a Prometheus server (prometheus; promtool checks and unit-tests
+# the shipped alert rules) scrapes the exporters, and prometheus-pushgateway receives a
+# short job's push. Installed with apt-get when missing, as root or with passwordless
+# sudo; otherwise, or with `make test SYSDEPS=skip`, nothing is installed and the tests
+# that need them are reported as skipped.
 SYSDEPS ?= auto
-SYSDEPS_PKGS := chromium chromium-driver poppler-utils
-SYSDEPS_BIN  := chromium chromedriver pdftoppm
+SYSDEPS_PKGS := chromium chromium-driver poppler-utils prometheus prometheus-pushgateway
+SYSDEPS_BIN  := chromium chromedriver pdftoppm prometheus promtool prometheus-pushgateway
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,7 +53,7 @@ sysdeps:
 	@missing=; for b in $(SYSDEPS_BIN); do command -v $$b >/dev/null || missing=1; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	skip="make test: not installing $(SYSDEPS_PKGS)"; \
-	then_="the browser and PDF tests will be reported as SKIPPED"; \
+	then_="the browser, PDF and Prometheus tests will be reported as SKIPPED"; \
 	if [ "$(SYSDEPS)" = skip ]; then echo "$$skip (SYSDEPS=skip): $$then_."; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then sudo=; \
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo=sudo; \

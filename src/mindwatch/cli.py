@@ -280,6 +280,13 @@ def report_command(
 )
 @click.option("--stall-secs", type=click.FloatRange(min=1), help="Seconds without a new step.")
 @click.option("--json", "as_json", is_flag=True, help="Print each alert as a JSON line.")
+@click.option(
+    "--prometheus",
+    "prometheus_address",
+    metavar="HOST:PORT",
+    help="Also serve every run's metrics to Prometheus at http://HOST:PORT/metrics "
+    "(docs/prometheus.md); use a loopback HOST unless the network is trusted.",
+)
 @click.pass_context
 def watch_command(
     ctx: click.Context,
@@ -292,17 +299,20 @@ def watch_command(
     config_path: Optional[Path],
     stall_secs: Optional[float],
     as_json: bool,
+    prometheus_address: Optional[str],
 ) -> None:
     """Apply the anomaly rules to every run below LOGDIR from a separate process.
 
     Runs that appear later, new files and rotated ones are picked up; --once keeps its
     state in a small file so repeated calls never report the same event twice.
+    --prometheus serves the runs' metrics while following (Ctrl-C stops both).
     Exit status: 0 no new alerts, 1 new alerts, 2 error.
     """
     from mindwatch.config import AlertSettings, ConfigError, MonitorConfig
     from mindwatch.tools.watch import Watcher, default_state_path, watch
 
     root = _logdir(logdir)
+    exporter = _watch_exporter(root, prometheus_address, once=once)
     try:
         settings = MonitorConfig.from_any(config_path).alerts if config_path else AlertSettings()
     except (ConfigError, OSError) as exc:
@@ -316,8 +326,11 @@ def watch_command(
             settings,
             state_path=state_path or default_state_path(root),
             on_notice=lambda text: click.echo(text, err=True),
+            observer=exporter,
         )
     except ValueError as exc:
+        if exporter is not None:
+            exporter.close()
         raise InputError(str(exc)) from exc
 
     def report(alert: Any) -> None:
@@ -327,7 +340,45 @@ def watch_command(
         total = watch(watcher, report, once=once, interval=interval)
     except OSError as exc:
         raise InputError(f"cannot save the watch state: {exc}") from exc
+    finally:
+        if exporter is not None:
+            exporter.close()
     ctx.exit(1 if total else 0)
+
+
+def _watch_exporter(root: Path, address: Optional[str], *, once: bool) -> Any:
+    """``watch --prometheus``'s exporter, serving already; None without the option."""
+    if address is None:
+        return None
+    from mindwatch.common.i18n import _
+    from mindwatch.tools.watch_prometheus import WatchExporter, parse_address
+
+    if once:
+        raise click.UsageError(
+            _("--prometheus serves while watch follows the runs; drop --once"),
+        )
+    try:
+        host, port = parse_address(address)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--prometheus") from exc
+    exporter = WatchExporter(root)
+    try:
+        exporter.serve(host, port)
+    except OSError as exc:
+        raise InputError(
+            _(
+                "--prometheus {address}: cannot serve there ({error}); pick a free port, "
+                "e.g. --prometheus {host}:{other}"
+            ).format(address=address, error=exc.strerror or exc, host=host, other=port + 1)
+        ) from exc
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(
+        _("mindwatch watch: serving Prometheus metrics at http://{host}:{port}/metrics").format(
+            host=shown, port=port
+        ),
+        err=True,
+    )
+    return exporter
 
 
 @main.command("convert")

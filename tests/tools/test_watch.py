@@ -86,6 +86,20 @@ def test_a_stalled_run_is_reported_once_until_it_moves_again(tmp_path: Path) -> 
     assert watch(str(tmp_path), "--stall-secs", "1") == (0, [])
 
 
+def test_the_rank_folders_of_a_finished_job_are_not_stalled(tmp_path: Path) -> None:
+    """Under msrun a run holds rank_<r>/ folders without a run.json of their own: the
+    run's status above them decides (they were reported as stalled once it finished)."""
+    from mindwatch.events.writer import EventFileWriter
+
+    job = tmp_path / "job"
+    with mindwatch.Monitor(job, {"print_every": 0}) as mon:
+        mon.log_step(1, loss=1.0)
+    with EventFileWriter(job / "rank_1") as writer:
+        writer.add_scalar("train/loss", 1.0, 1)
+    time.sleep(1.2)
+    assert watch(str(tmp_path), "--stall-secs", "1") == (0, [])
+
+
 def test_runs_appearing_later_and_bad_input(tmp_path: Path) -> None:
     (tmp_path / "runs").mkdir()
     assert watch(str(tmp_path / "runs")) == (0, [])

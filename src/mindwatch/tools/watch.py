@@ -18,6 +18,10 @@ A run folder that mixes runs (:mod:`mindwatch.events.mixing`: a second run writt
 into it without a resume marker, by an older version or another tool) is said so once,
 as a warning; its rules then follow only the newest run (the state of the rules
 restarts), so one run's values are never judged against the other's.
+
+An observer (:class:`PollObserver`; ``watch --prometheus`` passes
+:class:`~mindwatch.tools.watch_prometheus.WatchExporter`) sees every step's values as
+they are read and, after each poll, the runs found and the alerts raised.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from mindwatch.alerts.model import Alert, likely_causes
 from mindwatch.common.i18n import _, set_language
@@ -42,7 +46,7 @@ from mindwatch.rules import RuleEngine
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
 
-__all__ = ["STATE_FILE", "Watcher", "default_state_path", "watch"]
+__all__ = ["STATE_FILE", "PollObserver", "Watcher", "default_state_path", "watch"]
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +64,21 @@ def default_state_path(logdir: Path) -> Path:
     return Path(home) / "mindwatch" / "watch" / f"{name}-{digest}.json"
 
 
+class PollObserver(Protocol):
+    """What a :class:`Watcher` tells besides its alerts (runs are named as found:
+    paths relative to the watched folder, ``"."`` for the folder itself)."""
+
+    def step(self, run: str, step: int, values: dict[str, float], wall: float) -> None:
+        """A step's values (``tag -> value``) read from ``run``; ``wall``: its newest
+        wall time. A step split across two polls comes twice."""
+
+    def polled(self, runs: list[tuple[str, Path]], alerts: list[Alert], now: float) -> None:
+        """A poll ended: the runs below the folder now, and the alerts it raised."""
+
+
 @dataclass
 class _Run:
+    name: str
     folder: Path
     reader: RunReader
     engine: RuleEngine
@@ -82,8 +99,10 @@ class Watcher:
         *,
         state_path: Optional[Path] = None,
         on_notice: Optional[Callable[[str], None]] = None,
+        observer: Optional[PollObserver] = None,
     ) -> None:
         self.logdir = logdir
+        self.observer = observer
         self.on_notice = on_notice or log.warning
         self.settings = settings or AlertSettings()
         if self.settings.language is not None:
@@ -119,7 +138,7 @@ class Watcher:
             rank=rank_of_run(name) or 0,  # a run's own folder is rank 0's
         )
         reader = RunReader(folder)
-        run = _Run(folder, reader, engine)
+        run = _Run(name, folder, reader, engine)
         saved = self._saved.get(name)
         if saved:
             reader.seek(saved.get("offsets", {}), saved.get("plugins"))
@@ -134,12 +153,15 @@ class Watcher:
     def poll(self, now: Optional[float] = None) -> list[Alert]:
         """Read what is new in every run, apply the rules, check for stalls."""
         alerts: list[Alert] = []
-        for name, folder in find_runs(self.logdir):
+        found = find_runs(self.logdir)
+        for name, folder in found:
             run = self._run(name, folder)
             alerts += self._read(run)
         now = time.time() if now is None else now
         for run in self._runs.values():
             alerts += self._stall(run, now)
+        if self.observer is not None:
+            self.observer.polled(found, alerts, now)
         return alerts
 
     def _mixing(self, run: _Run) -> None:
@@ -169,27 +191,34 @@ class Watcher:
         alerts: list[Alert] = []
         step: Optional[int] = None
         values: dict[str, float] = {}
+        wall = 0.0
         for item in run.reader.read():
             if not isinstance(item, Scalar):
                 continue
             if step is not None and item.step != step:
-                alerts += run.engine.observe(step, values)
-                values = {}
+                alerts += self._observe(run, step, values, wall)
+                values, wall = {}, 0.0
             step = item.step
             values[item.tag] = item.value
+            wall = max(wall, item.wall_time)
             run.last_wall = max(run.last_wall or 0.0, item.wall_time)
             run.last_step = item.step
             run.stalled = False  # new data: a stall can be reported again later
         if step is not None:
-            alerts += run.engine.observe(step, values)
+            alerts += self._observe(run, step, values, wall)
         return alerts
+
+    def _observe(self, run: _Run, step: int, values: dict[str, float], wall: float) -> list[Alert]:
+        if self.observer is not None:
+            self.observer.step(run.name, step, values, wall)
+        return run.engine.observe(step, values)
 
     def _stall(self, run: _Run, now: float) -> list[Alert]:
         settings = self.settings.stall
         if not settings.enabled or run.stalled or run.last_wall is None:
             return []
         idle = now - run.last_wall
-        if idle <= settings.seconds or self._status(run.folder) in _DONE:
+        if idle <= settings.seconds or self._status(run) in _DONE:
             return []
         run.stalled = True
         minutes = idle / 60
@@ -211,7 +240,9 @@ class Watcher:
         ]
 
     @staticmethod
-    def _status(folder: Path) -> Optional[str]:
+    def _status(run: _Run) -> Optional[str]:
+        # A rank's own folder (msrun) has no run.json: the run's folder above says it.
+        folder = run.folder.parent if rank_of_run(run.name) is not None else run.folder
         status = read_run_info(folder).get("status")
         return str(status) if status else None
 
