@@ -103,7 +103,8 @@ def test_one_run_in_english(pdftoppm: str, demo_runs: Path, tmp_path: Path) -> N
     assert "Learning rate" in charts
     # no CJK text: Type 3 fonts (no TrueType subsetting), the text extracted all the same
     fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True).stdout
-    assert "Type 3" in fonts and "TrueType" not in fonts, fonts
+    assert "Type 3" in fonts, fonts
+    assert "TrueType" not in fonts, fonts
 
 
 def test_two_runs_in_chinese(pdftoppm: str, demo_runs: Path, tmp_path: Path) -> None:
