@@ -174,9 +174,7 @@ def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r, (run, cells) in enumerate(zip(runs, table.rows)):
         marked = [
-            f"**{text}**" if table.best.get(c) == r else text
-            for c, text in enumerate(cells)
-            if c > 0
+            f"**{text}**" if table.is_best(r, c) else text for c, text in enumerate(cells) if c > 0
         ]
         f = run.facts
         row = [run.name, _fmt(f.get("status")), _fmt(f.get("steps")), *marked]
@@ -189,6 +187,7 @@ def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
     for run in runs:
         if run.facts.get("mixed_runs"):
             lines += ["", f"> **Warning** {cell(run.name)}: {cell(run.facts['mixed_runs'])}"]
+    evaluated = []
     for run in runs:
         evals = (run.facts.get("eval") or {}).items()
         if evals:
@@ -196,7 +195,9 @@ def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
                 f"{tag} {report_format.number(v['last'], report_format.LOSS_DIGITS)}"
                 for tag, v in evals
             )
-            lines += ["", f"- {cell(run.name)}: {cell(shown)}"]
+            evaluated.append(f"- {cell(run.name)}: {cell(shown)}")
+    if evaluated:
+        lines += ["", *evaluated]
     lines += ["", f"_mindwatch {__version__}_", ""]
     return "\n".join(lines)
 

@@ -128,7 +128,7 @@ def _cover(
         table = comparison_table(runs)
         page.heading(_("Comparison of runs"))
         page.line(_("The best value of each column is in bold."), 7.5)
-        bold = {(r, c) for c, r in table.best.items()}
+        bold = {(r, c) for c in table.best for r in range(len(table.rows)) if table.is_best(r, c)}
         widths = [0.32] + [0.68 / (len(table.header) - 1)] * (len(table.header) - 1)
         page.table(table.header, table.rows, widths, bold)
     if shared:

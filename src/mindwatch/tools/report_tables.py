@@ -30,6 +30,12 @@ class Table:
     best: dict[int, int] = field(default_factory=dict)  # column -> row holding its best
     notes: list[str] = field(default_factory=list)  # how the numbers were made
 
+    def is_best(self, row: int, column: int) -> bool:
+        """Whether a cell is marked: the column's best, or printed the same (two runs
+        of "2.0 s" are both marked, not one by its hidden digits)."""
+        best = self.best.get(column)
+        return best is not None and self.rows[row][column] == self.rows[best][column]
+
 
 def _number(value: Any) -> Optional[float]:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -95,17 +101,18 @@ def comparison_table(runs: Sequence[RunSummary]) -> Table:
                 " the raw minimum of a noisy loss is one lucky batch."
             ).format(weight=shown)
         )
-    excluded = [
-        f"{run.name} {(run.facts.get('throughput') or {}).get('excluded_steps')}"
-        for run in runs
-        if (run.facts.get("throughput") or {}).get("excluded_steps") is not None
-    ]
-    if excluded:
+    excluded = {run.name: (run.facts.get("throughput") or {}).get("excluded_steps") for run in runs}
+    counts = {n for n in excluded.values() if n is not None}
+    if counts:
+        if len(counts) == 1 and None not in excluded.values():
+            left_out = _("{count} in each run").format(count=counts.pop())
+        else:
+            left_out = ", ".join(f"{name} {n}" for name, n in excluded.items() if n is not None)
         table.notes.append(
             _(
                 "Throughput: median per run without the first logged step (graph compilation)"
                 " and the warm-up steps after it; steps left out: {runs}."
-            ).format(runs=", ".join(excluded))
+            ).format(runs=left_out)
         )
     return table
 
