@@ -17,6 +17,7 @@ import pytest
 from mindspore import nn
 
 import mindwatch
+from mindwatch.metrics.smoothing import ema
 from mindwatch.mindspore import TrainingMonitor
 from mindwatch.mindspore.demo import follow_rank0, make_dataset, make_network
 from mindwatch.mindspore.demo_summary import alert_lines, print_summary
@@ -90,6 +91,26 @@ def test_the_summary_names_the_alerts_of_the_run(
     assert "step time: median" in out
     assert "; step 1 compiled for " in out
     assert all(len(ln) <= 80 for ln in out.splitlines() if str(tmp_path) not in ln), out
+
+
+def test_the_summary_reads_the_loss_as_tensorboard_smooths_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One lucky batch (0.001 at step 5) is not the run's best loss: the summary says the
+    best of the smoothed curve, as the report does."""
+    losses = [1.0, 0.9, 0.8, 0.7, 0.001, 0.6, 0.5, 0.45, 0.4, 0.38]
+    with mindwatch.Monitor(tmp_path / "run", {"print_every": 0}) as mon:
+        for step, loss in enumerate(losses, start=1):
+            mon.log_step(step, loss=loss, samples=32)
+    capsys.readouterr()
+    print_summary(tmp_path / "run", tmp_path, elapsed=1.0, world=1)
+    out = " ".join(capsys.readouterr().out.split())
+    smooth = ema(losses)
+    best = int(np.argmin(smooth))
+    assert best == 9
+    expected = f"loss {smooth[0]:.4f} -> {smooth[-1]:.4f}, best {smooth[best]:.4f} at step 10"
+    assert expected in out, out
+    assert "(smoothed as TensorBoard does, weight 0.6)" in out
 
 
 def test_the_summary_shows_the_first_alerts_and_counts_the_rest() -> None:

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 import mindwatch
 from mindwatch.cli import main
 from mindwatch.events.writer import EventFileWriter
+from mindwatch.metrics.smoothing import ema
 from mindwatch.tools.report_format import duration, metric_value, milliseconds, number, value
 from mindwatch.tools.report_tables import comparison_table, spread_rows
-from mindwatch.tools.smoothing import ema
 from mindwatch.tools.summary import RunSummary, summarize
 from mindwatch.tools.warmup import warmup_points
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from mindwatch.alerts.model import severity_label
 from mindwatch.common.i18n import _
+from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
 from mindwatch.run.info import read_run_info
 from mindwatch.run.layout import ALERTS_FILE
 
@@ -127,18 +128,22 @@ def print_summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None
     print()
     print(_("Run folder: {path}").format(path=run_dir))  # whole, to copy it
     if losses:
-        best_step, best = min(losses, key=lambda p: p[1])
+        # as TensorBoard's slider shows it: the raw minimum of a noisy loss is one batch
+        smooth = ema([v for _s, v in losses])
+        best = int(np.argmin(np.where(np.isfinite(smooth), smooth, np.inf)))  # NaN-proof
         say(
             _(
-                "{steps} steps in {seconds:.1f} s; loss {first:.4f} -> {last:.4f} (best "
-                "{best:.4f} at step {best_step})"
+                "{steps} steps in {seconds:.1f} s; loss {first:.4f} -> {last:.4f}, best "
+                "{best:.4f} at step {best_step} (smoothed as TensorBoard does, weight "
+                "{weight})"
             ).format(
                 steps=len(losses),
                 seconds=elapsed,
-                first=losses[0][1],
-                last=losses[-1][1],
-                best=best,
-                best_step=best_step,
+                first=smooth[0],
+                last=smooth[-1],
+                best=smooth[best],
+                best_step=losses[best][0],
+                weight=DEFAULT_WEIGHT,
             ),
             indent="  ",
         )

@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from mindwatch.common.i18n import N_, _
-from mindwatch.tools.smoothing import DEFAULT_WEIGHT, ema
+from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
 from mindwatch.tools.summary import RunSummary, downsample
 
 __all__ = [

@@ -9,9 +9,9 @@ from typing import Any, Optional
 import numpy as np
 
 from mindwatch.common.i18n import _
+from mindwatch.metrics.smoothing import DEFAULT_WEIGHT
 from mindwatch.tools.report_plotly import SIDE_LEGEND, Plot, color, numbers, text
 from mindwatch.tools.report_timeline import timeline
-from mindwatch.tools.smoothing import DEFAULT_WEIGHT
 from mindwatch.tools.summary import RunSummary
 
 __all__ = ["interactive_plots"]

@@ -16,8 +16,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from mindwatch.common.i18n import N_, _
+from mindwatch.metrics.smoothing import ema
 from mindwatch.tools.report_plotly import FONTS, SIDE_LEGEND, Plot, color, numbers, text
-from mindwatch.tools.smoothing import ema
 from mindwatch.tools.summary import RunSummary, Series, downsample
 
 __all__ = ["timeline"]

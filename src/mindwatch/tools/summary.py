@@ -5,7 +5,7 @@ each bucket's minimum and maximum so a one-step spike stays visible). Two choice
 the numbers describe the run rather than one moment of it:
 
 * the best and final loss are read from the loss smoothed as TensorBoard smooths it
-  (:mod:`mindwatch.tools.smoothing`, weight ``loss.smoothing``): the raw minimum of a
+  (:mod:`mindwatch.metrics.smoothing`, weight ``loss.smoothing``): the raw minimum of a
   noisy loss is one lucky batch. The raw values stay as ``final_raw`` / ``best_raw``;
 * step-time and throughput statistics leave out the compile and warm-up steps at the
   start (:mod:`mindwatch.tools.warmup`); ``throughput.excluded_steps`` says how many
@@ -25,10 +25,10 @@ from mindwatch.common.i18n import N_
 from mindwatch.common.json_values import json_float
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import find_runs
+from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
 from mindwatch.tools.report_format import milliseconds
-from mindwatch.tools.smoothing import DEFAULT_WEIGHT, ema
 from mindwatch.tools.warmup import FACTOR, warmup_points
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mindwatch.tools.smoothing import ema
+from mindwatch.metrics.smoothing import ema
 
 
 def tensorboard_smooth(values: list[float], weight: float) -> list[float]:
