@@ -16,6 +16,7 @@ job that has ended must ask for a time when it was still up (``query(..., at=t)`
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
 import socket
@@ -42,18 +43,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def http_get(url: str, timeout: float = 5.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+def http_get(url: str, timeout: float = 5.0, auth: Optional[tuple[str, str]] = None) -> str:
+    request = urllib.request.Request(url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         return str(response.read().decode("utf-8"))
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
+def _wait_ready(
+    url: str,
+    process: subprocess.Popen[bytes],
+    log: Path,
+    what: str,
+    auth: Optional[tuple[str, str]] = None,
+) -> None:
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited ({process.returncode}): {log.read_text()[-3000:]}")
         try:
-            http_get(url, timeout=1.0)
+            http_get(url, timeout=1.0, auth=auth)
             return
         except OSError:
             time.sleep(0.1)
@@ -73,6 +84,7 @@ class _Program:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = self.workdir / f"{self.name}.log"
         self.process: Optional[subprocess.Popen[bytes]] = None
+        self.auth: Optional[tuple[str, str]] = None  # basic auth its HTTP API asks for
 
     def _args(self) -> list[str]:
         raise NotImplementedError
@@ -85,7 +97,7 @@ class _Program:
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
             )
-        _wait_ready(f"{self.url}/-/ready", self.process, self.log, self.name)
+        _wait_ready(f"{self.url}/-/ready", self.process, self.log, self.name, self.auth)
         return self
 
     def stop(self) -> None:
@@ -204,18 +216,34 @@ class Pushgateway(_Program):
 
     name = "pushgateway"
 
+    def __init__(
+        self, binary: str, workdir: Path, *, basic_auth: Optional[tuple[str, str]] = None
+    ) -> None:
+        """``basic_auth``: (user, password) every request must carry (its web config)."""
+        super().__init__(binary, workdir)
+        self.auth = basic_auth
+
     def _args(self) -> list[str]:
-        return [
+        args = [
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--persistence.file=",
             "--log.level=warn",
         ]
+        if self.auth is not None:
+            import bcrypt
+
+            user, password = self.auth
+            hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+            config = self.workdir / "web.yml"
+            config.write_text(f"basic_auth_users:\n  {user}: '{hashed}'\n")
+            args.append(f"--web.config.file={config}")
+        return args
 
     def metrics(self) -> str:
         """``/metrics``: what it serves (the pushed groups, plus its own)."""
-        return http_get(f"{self.url}/metrics")
+        return http_get(f"{self.url}/metrics", auth=self.auth)
 
     def groups(self) -> list[dict[str, Any]]:
         """``/api/v1/metrics``: the pushed groups with their labels and metrics."""
-        body = json.loads(http_get(f"{self.url}/api/v1/metrics"))
+        body = json.loads(http_get(f"{self.url}/api/v1/metrics", auth=self.auth))
         return list(body["data"])

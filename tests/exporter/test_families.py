@@ -117,6 +117,15 @@ def test_a_run_with_no_step_yet_serves_its_status_only() -> None:
         metrics.run("new").set_status("done")
 
 
+def test_an_evaluation_before_any_training_step_is_served() -> None:
+    """An evaluation-only run (Model.eval, or log_eval before the first log_step)."""
+    metrics = PrometheusMetrics()
+    metrics.run("evalonly").observe_eval([("eval/accuracy", 0.91)])
+    got = scrape(metrics)
+    assert got[("mindwatch_eval", labels(run="evalonly", metric="accuracy"))] == 0.91
+    assert ("mindwatch_step", labels(run="evalonly")) not in got
+
+
 def test_metric_names_are_the_agreed_ones() -> None:
     assert METRIC_NAMES == (
         "mindwatch_step",

@@ -167,6 +167,79 @@ def test_a_failing_push_is_one_warning_and_training_goes_on(
     assert info["prometheus"]["pushes"] == 0
 
 
+def test_a_gateway_behind_basic_auth_gets_the_credentials_of_the_url(
+    pushgateway_bin: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``http://user:password@host`` is basic auth (urllib alone takes it for part of the
+    host name), and neither a wrong password nor an address without a scheme ever shows
+    in a warning."""
+    with Pushgateway(pushgateway_bin, tmp_path / "gw", basic_auth=("alice", "s3cr:et")) as gw:
+        host = gw.url.split("://", 1)[1]
+        good = {"url": f"http://alice:s3cr%3Aet@{host}", "every_secs": None}
+        mon = Monitor(tmp_path / "auth", config(push=good))
+        mon.log_step(1, loss=2.5)
+        mon.close()
+        assert (
+            value(gateway_text(gw), "mindwatch_loss", job="mindwatch", run="auth", instance="")
+            == 2.5
+        )
+        info = json.loads((mon.logdir / "run.json").read_text())
+        assert info["prometheus"] == {"pushes": 1, "push_failures": 0}
+        for url in (f"http://alice:wr0ng-pw@{host}", f"alice:wr0ng-pw@{host}"):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="mindwatch"):
+                mon = Monitor(tmp_path / "wrong", config(push={"url": url, "every_secs": None}))
+                mon.log_step(1, loss=1.0)
+                mon.close()
+            text = "\n".join(r.getMessage() for r in caplog.records)
+            assert "pushing the Prometheus metrics to http://***@127.0.0.1" in text, text
+            assert "wr0ng-pw" not in text, text
+            assert "alice" not in text, text
+            assert "wr0ng-pw" not in (mon.logdir / "run.json").read_text()
+
+
+def test_a_rank_port_past_65535_is_the_same_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """per_rank on port 65534 with 4 ranks: rank 3 would serve on 65537. bind() raises
+    OverflowError there, not OSError; it must warn like a port in use, not raise."""
+    from mindwatch.exporter.families import PrometheusMetrics
+    from mindwatch.exporter.serving import MetricsServer
+
+    server = MetricsServer(PrometheusMetrics(), host="127.0.0.1", port=65537)
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        assert server.start() is False
+    assert "cannot listen on 127.0.0.1:65537" in caplog.text
+    assert "prometheus.port" in caplog.text
+
+
+def test_close_does_not_wait_out_a_push_that_hangs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A gateway that accepts and never answers: close(1 s) gives up on the push under
+    way (30 s timeout) instead of waiting for it before the last one, and says so."""
+    from mindwatch.exporter.families import PrometheusMetrics
+    from mindwatch.exporter.serving import Pusher
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        pusher = Pusher(
+            PrometheusMetrics(prefix="mindwatch", labels={}),
+            url=url,
+            job="mindwatch",
+            grouping={"run": "slow"},
+            every_secs=0.05,
+            timeout=30.0,
+        )
+        with caplog.at_level(logging.WARNING, logger="mindwatch"):
+            pusher.start()
+            time.sleep(0.3)  # a periodic push is under way, waiting for an answer
+            pusher.close(timeout=1.0)
+    assert pusher.pushed == 0
+    assert pusher.failed == 1
+    assert "the previous push is still under way" in caplog.text
+
+
 def test_simulated_ranks_per_rank_serve_the_job_and_their_own(tmp_path: Path) -> None:
     """Two ranks reducing through mindwatch.testing.LocalGroup (the msrun path without
     MindSpore): rank 0 serves the job's values and its own, rank 1 its own on port + 1."""

@@ -176,7 +176,7 @@ def test_hovering_an_alert_shows_its_message(
 def test_the_report_in_chinese(tmp_path: Path) -> None:
     root = make_runs(tmp_path / "runs")
     out = tmp_path / "out"
-    args = ["report", str(root), "--out", str(out), "--format", "html", "--lang", "zh"]
+    args = ["report", str(root), "--out", str(out), "--format", "html,md", "--lang", "zh"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -186,6 +186,10 @@ def test_the_report_in_chinese(tmp_path: Path) -> None:
     timeline = _specs(html)[0]
     labels = [b["label"] for m in timeline["layout"]["updatemenus"] for b in m["buttons"]]
     assert labels[0] == "横轴：步"
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert md.startswith("## 训练报告：")
+    assert "| 运行 | 状态 | 步数 | 最终损失（平滑） |" in md
+    assert "每列的最佳值以 **粗体** 标出。" in md
     # English again for the next report in this process
     result = CliRunner().invoke(main, [*args[:-1], "en"])
     assert "Training report" in (out / "report.html").read_text(encoding="utf-8")

@@ -259,3 +259,30 @@ def test_a_nan_in_a_run_is_counted_and_served_as_nan(tmp_path: Path) -> None:
     watcher = Watcher(root, state_path=state, observer=restarted)
     assert watcher.poll() == []
     assert 'mindwatch_step{run="exp"} 10.0' in restarted.metrics.text()
+
+
+def test_a_restarted_watch_serves_a_resumed_runs_last_step_not_its_largest(
+    tmp_path: Path,
+) -> None:
+    """Session 1 reached step 100; the resumed session 2 wrote steps 50-60. A restarted
+    watch serves step 60 with session 2's loss, as the live read did."""
+    from mindwatch.tools.watch import Watcher
+    from mindwatch.tools.watch_prometheus import WatchExporter
+
+    root = tmp_path / "runs"
+    folder = root / "exp"
+    with EventFileWriter(folder) as writer:
+        for step in range(1, 101):
+            writer.add_scalar("train/loss", 1.0, step)
+    with EventFileWriter(folder, purge_step=50) as writer:
+        for step in range(50, 61):
+            writer.add_scalar("train/loss", 9.0, step)
+    state = tmp_path / "state.json"
+    first = Watcher(root, state_path=state)
+    first.poll()
+    first.save()
+    restarted = WatchExporter(root)
+    Watcher(root, state_path=state, observer=restarted).poll()
+    text = restarted.metrics.text()
+    assert 'mindwatch_step{run="exp"} 60.0' in text, text
+    assert 'mindwatch_loss{run="exp"} 9.0' in text, text

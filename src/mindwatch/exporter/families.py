@@ -269,6 +269,8 @@ class PrometheusMetrics:
             for (rule, severity), count in sorted(state.alerts.items()):
                 add(alerts, float(count), rule=rule, severity=severity)
             add(nonfinite, float(state.nonfinite))
+            for metric, value in sorted(state.evals.items()):  # also before a first step
+                add(evals, value, metric=metric)  # (an evaluation-only run)
             if state.step is None or state.wall is None:
                 continue
             add(step, float(state.step))
@@ -276,8 +278,6 @@ class PrometheusMetrics:
             add(since, max(0.0, now - state.wall))
             for name, value in state.values.items():
                 add(gauges[name], value)
-            for metric, value in sorted(state.evals.items()):
-                add(evals, value, metric=metric)
             for (metric, stat), value in sorted(state.spread.items()):
                 add(spread, value, metric=metric, stat=stat)
             for metric, value in sorted(state.argmax.items()):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -23,7 +24,7 @@ from mindwatch.common.i18n import _
 from mindwatch.common.warn import WarnOnce
 from mindwatch.exporter.families import PrometheusMetrics
 
-__all__ = ["MetricsServer", "Pusher", "push_url", "shown_url"]
+__all__ = ["MetricsServer", "Pusher", "push_url", "shown_url", "split_credentials"]
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class MetricsServer:
 
             try:
                 server, thread = start_http_server(self.port, self.host, self.metrics.registry)
-            except OSError as exc:
+            except (OSError, OverflowError, ValueError) as exc:  # in use; port + rank > 65535
                 message = _(
                     "the Prometheus exporter cannot listen on {address} ({error}); training "
                     "goes on without it: choose a free port with prometheus.port (0 takes "
@@ -69,7 +70,10 @@ class MetricsServer:
                 )
                 log.warning(
                     "mindwatch: %s",
-                    message.format(address=f"{self.host}:{self.port}", error=exc.strerror or exc),
+                    message.format(
+                        address=f"{self.host}:{self.port}",
+                        error=getattr(exc, "strerror", None) or exc,
+                    ),
                 )
                 return False
             self._server, self._thread = server, thread
@@ -91,14 +95,44 @@ class MetricsServer:
             thread.join(timeout)
 
 
+def _with_scheme(url: str) -> str:
+    """``url`` with ``http://`` when it has no scheme (``prometheus_client`` adds it too:
+    ``user:pw@host:9091`` must not read as the scheme ``user``)."""
+    return url if "://" in url else f"http://{url}"
+
+
+def split_credentials(url: str) -> tuple[str, Optional[str], Optional[str]]:
+    """``url`` without its user and password, and them (URL-decoded), for basic auth:
+    urllib would take ``user:pw@`` for part of the host name."""
+    parts = urllib.parse.urlsplit(_with_scheme(url))
+    if parts.username is None and parts.password is None:
+        return _with_scheme(url), None, None
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    clean = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    user = urllib.parse.unquote(parts.username or "")
+    password = urllib.parse.unquote(parts.password or "")
+    return clean, user, password
+
+
 def shown_url(url: str) -> str:
     """``url`` without a user name or password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    clean, user, password = split_credentials(url)
+    if user is None and password is None:
+        return clean
+    scheme, rest = clean.split("://", 1)
+    return f"{scheme}://***@{rest}"
+
+
+def _redacted(text: str, url: str) -> str:
+    """``text`` (an exception's) with the credentials of ``url`` replaced by ``***``:
+    http.client quotes a host it cannot parse, password included."""
+    _clean, user, password = split_credentials(url)
+    for secret in (url, password, user):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def push_url(url: Optional[str], url_env: Optional[str]) -> Optional[str]:
@@ -126,7 +160,8 @@ class Pusher:
         timeout: float,
     ) -> None:
         self.metrics = metrics
-        self.url = url
+        self.url = url  # as given, for messages (shown_url); never printed whole
+        self._address, self._user, self._password = split_credentials(url)
         self.job = job
         self.grouping = dict(grouping)
         self.every_secs = every_secs
@@ -151,35 +186,61 @@ class Pusher:
             self.push()
 
     def push(self, timeout: Optional[float] = None) -> bool:
-        """Push now (at most ``timeout`` seconds, default the configured one)."""
-        from prometheus_client import push_to_gateway
-
+        """Push now (at most ``timeout`` seconds, default the configured one, for the
+        push and for waiting on one still under way)."""
         limit = self.timeout if timeout is None else max(0.1, min(timeout, self.timeout))
-        with self._lock:
-            try:
-                push_to_gateway(
-                    self.url,
-                    job=self.job,
-                    registry=self.metrics.registry,
-                    grouping_key=self.grouping,
-                    timeout=limit,
-                )
-            except Exception as exc:  # URLError, HTTPError, a bad address: never raised
-                self.failed += 1
-                message = _(
-                    "pushing the Prometheus metrics to {url} failed ({error}); training goes "
-                    "on and the next push tries again (prometheus.push)"
-                )
-                shown = message.format(url=shown_url(self.url), error=exc)
-                self._warn("push", "mindwatch: %s", shown)
-                return False
-            self.pushed += 1
-            return True
+        deadline = time.monotonic() + limit
+        if not self._lock.acquire(timeout=limit):
+            self._failed(TimeoutError("the previous push is still under way"))
+            return False
+        try:
+            self._push(max(0.1, deadline - time.monotonic()))
+        except Exception as exc:  # URLError, HTTPError, a bad address: never raised
+            self._failed(exc)
+            return False
+        finally:
+            self._lock.release()
+        self.pushed += 1
+        return True
+
+    def _push(self, timeout: float) -> None:
+        from prometheus_client import push_to_gateway
+        from prometheus_client.exposition import basic_auth_handler, default_handler
+
+        user, password = self._user, self._password
+
+        def handler(  # called with these names as keywords
+            url: str, method: str, timeout: Optional[float], headers: Any, data: bytes
+        ) -> Any:
+            if user is None:
+                return default_handler(url, method, timeout, headers, data)
+            return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
+        push_to_gateway(
+            self._address,
+            job=self.job,
+            registry=self.metrics.registry,
+            grouping_key=self.grouping,
+            timeout=timeout,
+            handler=handler,
+        )
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failed += 1
+        message = _(
+            "pushing the Prometheus metrics to {url} failed ({error}); training goes "
+            "on and the next push tries again (prometheus.push)"
+        )
+        error = _redacted(str(exc) or type(exc).__name__, self.url)
+        self._warn("push", "mindwatch: %s", message.format(url=shown_url(self.url), error=error))
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Stop the periodic pushes and push the final values (bounded by ``timeout``)."""
+        """Stop the periodic pushes and push the final values: all of it within
+        ``timeout`` (default: the configured push timeout), a push under way included."""
+        budget = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
         self._stop.set()
         thread = self._thread
         if thread is not None:
-            thread.join(timeout)
-        self.push(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.push(max(0.1, deadline - time.monotonic()))

@@ -168,9 +168,10 @@ def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
-    lines = [f"## Training report: `{cell(str(logdir))}`", ""]
+    title = _("Training report: {folder}").format(folder=f"`{cell(str(logdir))}`")
+    lines = [f"## {title}", ""]
     table = comparison_table(runs)
-    header = ["run", "status", "steps", *table.header[1:], "alerts"]
+    header = [_("run"), _("status"), _("steps"), *table.header[1:], _("alerts")]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r, (run, cells) in enumerate(zip(runs, table.rows)):
         marked = [
@@ -183,10 +184,11 @@ def _markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
     for note in table.notes:
         lines += ["", note]
     if table.best:
-        lines.append("Best value per column in **bold**.")
+        lines.append(_("Best value per column in **bold**."))
     for run in runs:
         if run.facts.get("mixed_runs"):
-            lines += ["", f"> **Warning** {cell(run.name)}: {cell(run.facts['mixed_runs'])}"]
+            warning = _("Warning")
+            lines += ["", f"> **{warning}** {cell(run.name)}: {cell(run.facts['mixed_runs'])}"]
     evaluated = []
     for run in runs:
         evals = (run.facts.get("eval") or {}).items()

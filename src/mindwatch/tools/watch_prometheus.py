@@ -157,7 +157,9 @@ class WatchExporter:
     @staticmethod
     def _backfill(series: RunSeries, folder: Path) -> None:
         """The last value of each tag of a run the watcher had read before (its state
-        file skips what it read), so a restarted watch serves it at once."""
+        file skips what it read), so a restarted watch serves it at once. The step and
+        wall time are the last ones written, as a live read has them: a resumed run's
+        step 60 comes after its first session's step 100."""
         last: dict[str, float] = {}
         step: Optional[int] = None
         wall = 0.0
@@ -165,8 +167,7 @@ class WatchExporter:
             for item in RunReader(folder).read():
                 if isinstance(item, Scalar):
                     last[item.tag] = item.value
-                    step = item.step if step is None else max(step, item.step)
-                    wall = max(wall, item.wall_time)
+                    step, wall = item.step, item.wall_time
         except OSError as exc:  # a folder removed while read: the next poll forgets it
             log.debug("mindwatch watch: cannot read %s: %s", folder, exc)
             return
