@@ -365,3 +365,33 @@ def test_values_printed_alike_are_marked_alike() -> None:
     table = Table(["run", "duration"], [["a", "2.0 s"], ["b", "2.0 s"], ["c", "3.1 s"]])
     table.best = {1: 0}
     assert [table.is_best(r, 1) for r in range(3)] == [True, True, False]
+
+
+def test_the_band_across_ranks_is_on_the_jobs_scale() -> None:
+    """The job's samples/s is the sum over ranks; the band is its slowest and fastest
+    rank times the ranks, so the job's line lies in it (the ranks' own values, half of
+    it with 2 ranks, drew the band far below the line)."""
+    from mindwatch.tools.summary import Series, throughput_band
+
+    steps = np.arange(1, 4)
+    run = RunSummary(
+        name="job",
+        folder=Path("."),
+        info={"world_size": 2},
+        series={
+            "perf/samples_per_s": Series(steps, np.array([1000.0, 1010.0, 990.0])),
+            "ranks/samples_per_s_min": Series(steps, np.array([450.0, 500.0, 480.0])),
+            "ranks/samples_per_s_max": Series(steps, np.array([550.0, 510.0, 510.0])),
+        },
+        facts={"world_size": 2},
+    )
+    band = throughput_band(run, "samples_per_s")
+    assert band is not None
+    _at, low, high, ranks = band
+    assert ranks == 2
+    assert low.tolist() == [900.0, 1000.0, 960.0]
+    assert high.tolist() == [1100.0, 1020.0, 1020.0]
+    job = run.series["perf/samples_per_s"].values
+    assert (low <= job).all()
+    assert (job <= high).all()
+    assert throughput_band(run, "tokens_per_s") is None

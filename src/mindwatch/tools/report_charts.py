@@ -25,7 +25,7 @@ import numpy as np
 
 from mindwatch.common.i18n import N_, _
 from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
-from mindwatch.tools.summary import RunSummary, downsample
+from mindwatch.tools.summary import RunSummary, downsample, throughput_band
 
 __all__ = [
     "RATES",
@@ -194,13 +194,16 @@ def _throughput(tag: str) -> Callable[[Any, Sequence[Any]], None]:
     name = tag[len("perf/") :]
 
     def draw(ax: Any, runs: Sequence[RunSummary]) -> None:
+        shown = ""
         for i, run in enumerate(runs):
             _plot(ax, run, tag, i, _name(run, runs, ""), smooth=False)
-            low, high = run.get(f"ranks/{name}_min"), run.get(f"ranks/{name}_max")
-            if low is not None and high is not None and len(low) == len(high) and len(low):
-                ax.fill_between(low.steps, low.values, high.values, color=_color(i), alpha=0.15)
-        if any(r.get(f"ranks/{name}_min") is not None for r in runs):
-            ax.fill_between([], [], [], color="#777777", alpha=0.3, label=_("range across ranks"))
+            band = throughput_band(run, name)
+            if band is not None:
+                steps, low, high, ranks = band
+                ax.fill_between(steps, low, high, color=_color(i), alpha=0.15)
+                shown = _("slowest to fastest rank, × {ranks} ranks").format(ranks=ranks)
+        if shown:
+            ax.fill_between([], [], [], color="#777777", alpha=0.3, label=shown)
         _axes(ax, ylabel=_(RATES.get(name, name)))
 
     return draw

@@ -18,7 +18,7 @@ import numpy as np
 from mindwatch.common.i18n import N_, _
 from mindwatch.metrics.smoothing import ema
 from mindwatch.tools.report_plotly import FONTS, SIDE_LEGEND, Plot, color, numbers, text
-from mindwatch.tools.summary import RunSummary, Series, downsample
+from mindwatch.tools.summary import RunSummary, Series, downsample, throughput_band
 
 __all__ = ["timeline"]
 
@@ -321,17 +321,18 @@ def _throughput_row(b: _Builder, tag: str, weight: float) -> None:
     unit = " " + (_("samples/s") if name == "samples_per_s" else _("tokens/s"))
     row = b.row(_("throughput ({unit}), smoothed").format(unit=unit.strip()))
     for i, run in enumerate(b.runs):
-        low, high = run.get(f"ranks/{name}_min"), run.get(f"ranks/{name}_max")
-        if low is not None and high is not None and len(low) == len(high) and len(low):
-            keep = _kept(high)
+        band = throughput_band(run, name)
+        if band is not None:
+            steps, low, high, ranks = band
+            keep = _kept(Series(steps, high))
             common = {"mode": "lines", "line": {"width": 0, "color": color(i)}}
             b.add(
                 i,
                 row,
-                low.steps[keep],
+                steps[keep],
                 {
                     **common,
-                    "y": numbers(low.values[keep]),
+                    "y": numbers(low[keep]),
                     "hoverinfo": "skip",
                     "showlegend": False,
                 },
@@ -339,13 +340,13 @@ def _throughput_row(b: _Builder, tag: str, weight: float) -> None:
             b.add(
                 i,
                 row,
-                high.steps[keep],
+                steps[keep],
                 {
                     **common,
-                    "y": numbers(high.values[keep]),
+                    "y": numbers(high[keep]),
                     "fill": "tonexty",
                     "fillcolor": color(i) + "33",
-                    "name": _("min-max across ranks"),
+                    "name": _("slowest to fastest rank, × {ranks} ranks").format(ranks=ranks),
                     "showlegend": not b.multi,
                     "hoverinfo": "skip",
                 },

@@ -34,7 +34,14 @@ from mindwatch.tools.warmup import FACTOR, warmup_points
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunSummary", "Series", "downsample", "excluded_reason", "summarize"]
+__all__ = [
+    "RunSummary",
+    "Series",
+    "downsample",
+    "excluded_reason",
+    "summarize",
+    "throughput_band",
+]
 
 
 @dataclass
@@ -318,6 +325,21 @@ def excluded_reason(throughput: dict[str, Any], tr: Callable[[str], str] = str) 
         more = N_("; {steps} ran more than {factor}x slower than the median of the rest (warm-up)")
         reason += tr(more).format(steps=steps, factor=f"{FACTOR:g}")
     return reason
+
+
+def throughput_band(
+    run: RunSummary, name: str
+) -> Optional[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], int]]:
+    """``perf/<name>`` (``samples_per_s``, ``tokens_per_s``) as the job would run if
+    every rank were its slowest, or its fastest, one: ``ranks/<name>_min`` and ``_max``
+    times the ranks, with the steps and the number of ranks. The job's value is the sum
+    over ranks, so it lies in this band; the ranks' own values would sit far below it."""
+    low, high = run.get(f"ranks/{name}_min"), run.get(f"ranks/{name}_max")
+    if low is None or high is None or not len(low) or len(low) != len(high):
+        return None
+    ranks = run.facts.get("world_size") or run.info.get("world_size") or 1
+    ranks = int(ranks) if isinstance(ranks, (int, float)) and ranks >= 1 else 1
+    return low.steps, low.values * ranks, high.values * ranks, ranks
 
 
 def downsample(
