@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 from mindwatch.exporter import METRIC_NAMES
 
@@ -88,3 +93,113 @@ def test_every_metric_in_every_query_is_one_the_exporter_serves() -> None:
         for target in panel.get("targets", []):
             assert 'job=~"$job"' in target["expr"], panel["title"]
             assert "$run" in target["expr"], panel["title"]
+
+
+# Panels that add series up (sum, count): under msrun a watcher serves the job's series
+# (no rank label) and every rank's (rank="r"), and an in-job exporter with per_rank the
+# same, so they must count the job-level series only, and a rank's only for a run that
+# has no job-level series: the rank series of a run with a job-level mindwatch_info go.
+_JOB_LEVEL = (
+    'unless on (run, job, rank) (mindwatch_info{job=~"$job", run=~"$run", rank!=""}'
+    ' and on (run, job) mindwatch_info{job=~"$job", run=~"$run", rank=""})'
+)
+_AGGREGATION = re.compile(r"\b(sum|count)\b")
+
+
+def summing_targets(dashboard: dict[str, Any]) -> dict[str, str]:
+    """Title (with the refId) to the expression of every target that adds series up."""
+    return {
+        f"{panel['title']}/{target['refId']}": target["expr"]
+        for panel in panels(dashboard)
+        for target in panel.get("targets", [])
+        if _AGGREGATION.search(target["expr"])
+    }
+
+
+def test_the_summing_panels_count_the_job_level_series_not_each_rank_again() -> None:
+    targets = summing_targets(load())
+    assert set(targets) == {
+        "Non-finite values/A",
+        "Alerts raised, by rule/A",
+        "Alerts so far/A",
+    }
+    for title, expr in targets.items():
+        sums = len(re.findall(r"\bsum by\b", expr))
+        assert expr.count(_JOB_LEVEL) == sums, title
+
+
+def _series(name: str, values: str, run: str, rank: str = "", **labels: str) -> dict[str, str]:
+    own = {"run": run, "job": "mindwatch-watch", "instance": "watch:9401", **labels}
+    if rank:
+        own["rank"] = rank
+    text = ", ".join(f'{key}="{value}"' for key, value in own.items())
+    return {"series": f"{name}{{{text}}}", "values": values}
+
+
+def test_one_nan_and_one_stall_under_msrun_count_once(tmp_path: Path) -> None:
+    """promtool evaluates the summing panels: "msrun" has a NaN in its job series and in
+    rank 0's, and the watcher's stall alert on the job and on both ranks; "solo" the same
+    without ranks; "ranks-only" only ranks' series (a rank's own exporter): counted."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed: apt-get install prometheus")
+    nan, stall = "0x7 1x12", "0x7 1x12"
+    info = "1x19"
+    inputs = [
+        _series("mindwatch_info", info, "msrun"),
+        _series("mindwatch_info", info, "msrun", "0"),
+        _series("mindwatch_info", info, "msrun", "1"),
+        _series("mindwatch_nonfinite_total", nan, "msrun"),
+        _series("mindwatch_nonfinite_total", nan, "msrun", "0"),
+        _series("mindwatch_nonfinite_total", "0x19", "msrun", "1"),
+        _series("mindwatch_info", info, "solo"),
+        _series("mindwatch_nonfinite_total", nan, "solo"),
+        _series("mindwatch_info", info, "ranks-only", "0"),
+        _series("mindwatch_info", info, "ranks-only", "1"),
+        _series("mindwatch_nonfinite_total", nan, "ranks-only", "0"),
+        _series("mindwatch_nonfinite_total", "0x19", "ranks-only", "1"),
+    ]
+    for run, ranks in (("msrun", ("", "0", "1")), ("solo", ("",)), ("ranks-only", ("0",))):
+        for rank in ranks:
+            inputs.append(
+                _series(
+                    "mindwatch_alerts_total", stall, run, rank, rule="stall", severity="warning"
+                )
+            )
+    per_run = {"msrun": 1, "solo": 1, "ranks-only": 1}
+    expected = {
+        "Non-finite values/A": [({"run": run}, n) for run, n in per_run.items()],
+        "Alerts so far/A": [
+            ({"run": run, "rule": "stall", "severity": "warning"}, n) for run, n in per_run.items()
+        ],
+        "Alerts raised, by rule/A": [
+            ({"run": run, "rule": "stall", "severity": "warning"}, n) for run, n in per_run.items()
+        ],
+    }
+    targets = summing_targets(load())
+    cases = []
+    for title, samples in expected.items():
+        expr = (
+            targets[title]
+            .replace("$job", ".*")
+            .replace("$run", ".*")
+            .replace("$__rate_interval", "5m")
+        )
+        exp_samples = [
+            {
+                "labels": "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}",
+                "value": value,
+            }
+            for labels, value in samples
+        ]
+        cases.append({"expr": expr, "eval_time": "12m", "exp_samples": exp_samples})
+    spec = {
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": inputs, "promql_expr_test": cases}],
+    }
+    path = tmp_path / "dashboard.test.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    done = subprocess.run(
+        [promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
