@@ -22,7 +22,7 @@ from typing import Any
 from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language, ngettext
 from mindwatch.tools import report_format
-from mindwatch.tools.report_tables import comparison_table, shared_hparams
+from mindwatch.tools.report_tables import comparison_table, shared_hparams, spread_rows
 from mindwatch.tools.summary import RunSummary, excluded_reason
 
 __all__ = ["FORMATS", "summary_rows", "write_report"]
@@ -256,7 +256,7 @@ def _html(
                     (k, v) for k, v in (run.facts.get("hparams") or {}).items() if k not in shared
                 ),
                 "throughput": _throughput_rows(run),
-                "spread": sorted((run.facts.get("rank_spread") or {}).items()),
+                "spread": spread_rows(run),
                 "alerts": [_alert_row(a) for a in run.alerts],
             }
             for run in runs

@@ -115,8 +115,10 @@ def metric_label(name: str) -> str:
 def metric_value(name: str, x: Any) -> str:
     """A value of ``perf/<name>`` with its unit: ``5.21 ms``, ``14,700 samples/s``."""
     unit = _METRICS.get(name, ("", ""))[1]
-    if unit == "ms":
+    if unit == "ms" or name.endswith("_ms"):  # step_time_ms, compute_ms, data_wait_ms
         return milliseconds(x)
+    if name.endswith("_mb"):  # host_peak_rss_mb
+        return quantity(x, "MB")
     return quantity(x, _(unit)) if unit else number(x)
 
 
