@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from mindwatch import Monitor
-from tests.prometheus_server import Pushgateway, free_port, http_get
+from tests.prometheus_server import PrometheusServer, Pushgateway, free_port, http_get
 
 pytest.importorskip("prometheus_client")
 
@@ -56,6 +56,27 @@ def test_the_server_serves_the_steps_and_stops_at_close(tmp_path: Path) -> None:
         http_get(f"http://127.0.0.1:{port}/metrics", timeout=1)
     info = json.loads((mon.logdir / "run.json").read_text())
     assert info["prometheus"] == {"url": f"http://127.0.0.1:{port}/metrics"}
+
+
+def test_linger_lets_prometheus_scrape_the_final_status(
+    prometheus_bin: str, tmp_path: Path
+) -> None:
+    """With linger_secs the server stays up until one more scrape, so Prometheus keeps
+    'finished' as the run's last status; without it the last scrape said 'running'."""
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    with PrometheusServer(prometheus_bin, tmp_path / "prom", [target]) as prom:
+        for run, linger in (("quick", 0.0), ("lingering", 30.0)):
+            mon = Monitor(tmp_path / run, config(port=port, linger_secs=linger))
+            mon.log_step(1, loss=1.0)
+            mon.flush()
+            prom.wait_for(f'mindwatch_step{{run="{run}"}}')
+            mon.close()
+        last = 'last_over_time(mindwatch_run_status{{run="{run}",status="{status}"}}[5m])'
+        finished = prom.wait_for(last.format(run="lingering", status="finished"))
+        assert finished[0][1] == 1
+        assert prom.value(last.format(run="lingering", status="running")) == 0
+        assert prom.value(last.format(run="quick", status="running")) == 1
 
 
 def test_a_port_in_use_is_one_warning_and_training_goes_on(

@@ -123,6 +123,16 @@ class PrometheusSettings(BaseModel):
         "(reduced across ranks) and their spread (mindwatch_rank_spread, "
         "mindwatch_rank_argmax).",
     )
+    linger_secs: float = Field(
+        default=0.0,
+        ge=0,
+        le=600,
+        description="At the end of the run, keep serving until Prometheus has scraped "
+        "once more (at most this many seconds), so the run's final status (finished, "
+        "failed, terminated) is recorded and a job that ended is told from one that "
+        "crashed. Set it to your scrape interval or a little more; 0: stop at once (the "
+        "last status then reaches Prometheus only through push or mindwatch watch).",
+    )
     push: Optional[PushSettings] = Field(
         default=None,
         description="Push to a Prometheus Pushgateway at the end of the run and every "

@@ -198,6 +198,7 @@ class PrometheusMetrics:
         self._clock = clock
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, Optional[int]], _State] = {}
+        self.collections = 0  # how often the values were read (scrapes, pushes, text())
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -231,6 +232,7 @@ class PrometheusMetrics:
 
         with self._lock:
             runs = [(key, _copy(state)) for key, state in self._runs.items()]
+            self.collections += 1
         now = self._clock()
         prefix = self.prefix
 

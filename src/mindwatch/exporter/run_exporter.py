@@ -9,6 +9,7 @@ run on threads of their own.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Optional
 
 from mindwatch.common.i18n import _
@@ -81,14 +82,26 @@ class RunExporter:
             self.pusher.start()
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Push the final values, then stop the server (once)."""
+        """Wait for one more scrape of the final status (``linger_secs``, within
+        ``timeout``), push the final values, then stop the server (once)."""
         if self._closed:
             return
         self._closed = True
+        linger = self.settings.linger_secs
+        if self.server is not None and self.server.running and linger > 0:
+            self._linger(linger if timeout is None else min(linger, timeout))
         if self.pusher is not None:
             self.pusher.close(timeout)
         if self.server is not None:
             self.server.stop(timeout)
+
+    def _linger(self, seconds: float) -> None:
+        """Until the values are read once more (Prometheus' next scrape), at most
+        ``seconds``: the run's status has been set to its end by now."""
+        seen = self.metrics.collections
+        deadline = time.monotonic() + seconds
+        while self.metrics.collections == seen and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def summary(self) -> dict[str, Any]:
         """What ``run.json`` says about the exporter."""
