@@ -529,3 +529,30 @@ def test_values_logged_under_derived_tags_replace_them_before_and_after_reductio
         own = scalars(tmp_path / f"rank_{rank}")
         assert own["perf/step_time_ms"] == [(s, pytest.approx(6.0 + rank)) for s in steps]
         assert own["train/perplexity"] == [(s, pytest.approx(3.0 + rank)) for s in steps]
+
+
+def test_a_rank_that_reaches_its_monitor_late_still_joins_the_run(tmp_path: Path) -> None:
+    """Ranks make their Monitor at different times (imports, data, compiling). With a
+    short aggregate_timeout (3 s) a rank 4 s late made the start-up agreement on the run
+    folder fail and every rank wrote apart; the start waits at least START_TIMEOUT."""
+    group = LocalGroup(2)
+    monitors: list[Optional[Monitor]] = [None, None]
+
+    def rank_main(rank: int) -> None:
+        if rank == 1:
+            time.sleep(4.0)  # longer than aggregate_timeout
+        mon = Monitor(tmp_path, {**QUIET, "aggregate_timeout": 3}, collective=group.member(rank))
+        monitors[rank] = mon
+        with mon:
+            for step in range(1, 11):
+                mon.log_step(step, loss=local_loss(rank, step))
+
+    threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert all(m is not None for m in monitors)
+    assert monitors[0].logdir == monitors[1].logdir  # type: ignore[union-attr]
+    loss = scalars(tmp_path)["train/loss"]
+    assert loss[-1][1] == pytest.approx((local_loss(0, 10) + local_loss(1, 10)) / 2, rel=1e-6)

@@ -62,7 +62,7 @@ from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.metrics.steps import Logged, Row
 
-__all__ = ["BUDGET", "Aggregator", "ReducedOutput"]
+__all__ = ["BUDGET", "START_TIMEOUT", "Aggregator", "ReducedOutput"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class ReducedOutput(Protocol):
 BUDGET = 0.005  # auto interval: a reduction may cost this share of the step time
 AUTO_START = 10  # auto interval before anything is measured
 AUTO_MAX = 200  # auto interval cap: the global curve lags at most this many steps
+START_TIMEOUT = 60.0  # the start-up agreement waits at least this for the other ranks
 _TOKENS, _SAMPLES = "_w/tokens", "_w/samples"  # per-rank weights of 'mean' metrics
 _START_CAPACITY_TAGS = 16
 # Longest wait for the collective thread to hand reduced steps over: local work (never a
@@ -307,8 +308,12 @@ class Aggregator:
     def agree_on_text(self, text: str) -> str:
         """Rank 0's ``text`` on every rank (one all-gather; e.g. a new run folder's name).
 
-        Raises :class:`AggregationError` if the ranks do not answer in time or send
-        something else; reductions are then off, as after any failed collective.
+        It waits ``timeout`` but at least :data:`START_TIMEOUT`: ranks reach this point
+        when each has made its Monitor, after imports, loading data or compiling that
+        take each rank its own time (a cold start once kept a rank 4 s behind; with
+        ``aggregate_timeout: 3`` the ranks then wrote apart). Raises
+        :class:`AggregationError` if the ranks do not answer in time or send something
+        else; reductions are then off, as after any failed collective.
         """
         data = text.encode("utf-8")
         if len(data) > _Text.BYTES:
@@ -328,7 +333,7 @@ class Aggregator:
 
         self._round += 1  # every rank counts this collective too
         try:
-            return self._guard.call(gather, self.timeout)
+            return self._guard.call(gather, max(self.timeout, START_TIMEOUT))
         except AggregationError as exc:
             self.failure, self.failed_at = str(exc), 0  # the caller reports it
             raise

@@ -283,7 +283,9 @@ class MonitorConfig(BaseModel):
         "tells a dead or hung rank from a live one, so it must be longer than any pause a "
         "single rank takes between steps while the others wait (an evaluation or "
         "checkpoint on one rank only). After a timeout every rank writes its own values "
-        "and nothing more is reduced (a warning says why; training is never stopped).",
+        "and nothing more is reduced (a warning says why; training is never stopped). "
+        "The one exchange at start (the ranks agree on the run folder) waits at least 60 "
+        "s, as ranks reach their Monitor at different times.",
     )
     per_rank: bool = Field(
         default=False,
