@@ -36,11 +36,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def msrun(
-    out: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run dp_train.py under msrun with 2 CPU workers; logs in ``out/log``."""
-    command = [
+def msrun_command(out: Path, *args: str) -> list[str]:
+    """dp_train.py under msrun with 2 CPU workers on a fresh port; logs in ``out/log``."""
+    return [
         str(BIN / "msrun"),
         "--worker_num=2",
         "--local_worker_num=2",
@@ -51,10 +49,20 @@ def msrun(
         str(out),
         *args,
     ]
-    # msrun starts the workers as `python` from PATH: it must be this environment's.
-    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "GLOG_v": "3"}
+
+
+def msrun_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """msrun starts the workers as `python` from PATH: it must be this environment's."""
+    path = f"{BIN}{os.pathsep}{os.environ['PATH']}"
+    return {**os.environ, "PATH": path, "GLOG_v": "3", **(env or {})}
+
+
+def msrun(
+    out: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run dp_train.py under msrun with 2 CPU workers; logs in ``out/log``."""
     return subprocess.run(
-        command, env={**full_env, **(env or {})}, capture_output=True, text=True, timeout=240
+        msrun_command(out, *args), env=msrun_env(env), capture_output=True, text=True, timeout=240
     )
 
 

@@ -11,7 +11,6 @@ the reference.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.mindspore.test_multicard import BIN, SCRIPT, f32, local, worker_log
+from tests.mindspore.test_multicard import f32, local, msrun_command, msrun_env, worker_log
 from tests.prometheus_server import PrometheusServer, free_port
 from tests.tbread import same_float32, scalars
 
@@ -30,20 +29,13 @@ CORRUPT = (39, 40)
 
 
 def start_msrun(out: Path, *args: str) -> subprocess.Popen[str]:
-    command = [
-        str(BIN / "msrun"),
-        "--worker_num=2",
-        "--local_worker_num=2",
-        f"--master_port={free_port()}",
-        f"--log_dir={out / 'log'}",
-        "--join=True",
-        str(SCRIPT),
-        str(out),
-        *args,
-    ]
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "GLOG_v": "3"}
+    """Like test_multicard's msrun, without waiting: the test scrapes while it trains."""
     return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        msrun_command(out, *args),
+        env=msrun_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 

@@ -3,6 +3,7 @@ no console errors, nothing requested, hover shows values, zoom moves every chart
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,6 @@ def interactive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _specs(html: str) -> list[dict[str, Any]]:
-    import json
-
     found = re.findall(r"var figure = (\{.*?\});\n", html)
     return [json.loads(text) for text in found]
 
@@ -82,6 +81,19 @@ def _point(page: Browser, plot: str, trace: int, index: int) -> list[float]:
     return position
 
 
+def _hover(page: Browser, trace: int, index: int, showing: str = "") -> str:
+    """Move the mouse onto a timeline trace's point; the hover label's text, once it
+    shows (and contains ``showing``)."""
+    x, y = _point(page, "plot-timeline", trace, index)
+    page.pointer(("move", int(x), int(y)))
+    label: str = page.wait_for(
+        "const h = document.querySelector('#plot-timeline .hoverlayer .hovertext');"
+        f"return h && h.textContent.includes({json.dumps(showing)}) && h.textContent;",
+        timeout=20,
+    )
+    return label
+
+
 @pytest.mark.slow
 def test_offline_in_chromium_hover_and_zoom(
     chromium: str, interactive: Path, tmp_path: Path
@@ -95,13 +107,7 @@ def test_offline_in_chromium_hover_and_zoom(
             "return document.getElementById('plot-timeline').data.map(t => t.hovertemplate || '')"
         )
         smoothed = next(i for i, t in enumerate(traces) if "smoothed" in t)
-        x, y = _point(page, "plot-timeline", smoothed, 150)  # far from the evals (every 100)
-        page.pointer(("move", int(x), int(y)))
-        label = page.wait_for(
-            "const h = document.querySelector('#plot-timeline .hoverlayer .hovertext');"
-            "return h && h.textContent;",
-            timeout=20,
-        )
+        label = _hover(page, smoothed, 150)  # far from the evals (every 100)
         assert re.search(r"loss \d+(\.\d+)? smoothed \(raw \d+(\.\d+)?\)", label), label
         # zoom: a drag across the loss chart narrows every chart's x range alike
         before = page.run(
@@ -152,24 +158,12 @@ def test_hovering_an_alert_shows_its_message(
         page.wait_for("return document.querySelectorAll('#plot-timeline .main-svg').length > 0")
         names = page.run("return document.getElementById('plot-timeline').data.map(t => t.name)")
         alerts = names.index("alerts")
-        x, y = _point(page, "plot-timeline", alerts, 0)
-        page.pointer(("move", int(x), int(y)))
-        label = page.wait_for(
-            "const h = document.querySelector('#plot-timeline .hoverlayer .hovertext');"
-            "return h && h.textContent;",
-            timeout=20,
-        )
+        label = _hover(page, alerts, 0)
         assert "warning · spike, step 250: loss jumped <script>" in label, label
         # zoomed in on the steps around it, the marker is still at the top and hoverable
         page.run("Plotly.relayout('plot-timeline', {'xaxis.range': [200, 300]})")
         page.pointer(("move", 5, 5))
-        x, y = _point(page, "plot-timeline", alerts, 0)
-        page.pointer(("move", int(x), int(y)))
-        label = page.wait_for(
-            "const h = document.querySelector('#plot-timeline .hoverlayer .hovertext');"
-            "return h && h.textContent.includes('spike') && h.textContent;",
-            timeout=20,
-        )
+        label = _hover(page, alerts, 0, showing="spike")
         assert "step 250" in label
 
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from mindwatch.common.i18n import N_, _
-from mindwatch.tools.summary import RunSummary
+from mindwatch.tools.summary import RunSummary, before_first_stamp
 
 __all__ = ["AXES", "menus"]
 
@@ -65,11 +65,7 @@ def _elapsed(run: RunSummary) -> Optional[Callable[[Any], Any]]:
     source = max(timed, key=len)  # the tag logged most often: the finest clock
     walls = source.walls
     assert walls is not None
-    first = run.get("perf/step_time_ms")
-    before = 0.0
-    if first is not None and len(first) and np.isfinite(first.values[0]):
-        before = float(first.values[0]) / 1000.0
-    start = float(walls[0]) - before
+    start = float(walls[0]) - before_first_stamp(run)
     # a resumed run's later session may stamp steps again: keep the clock monotonic
     seconds = np.maximum.accumulate(walls - start)
     steps = source.steps

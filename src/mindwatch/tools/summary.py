@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunSummary",
     "Series",
+    "before_first_stamp",
     "downsample",
     "excluded_reason",
     "summarize",
@@ -175,6 +176,16 @@ def _tag_series(group: pd.DataFrame) -> dict[str, Series]:
     return series
 
 
+def before_first_stamp(run: RunSummary) -> float:
+    """Seconds the run ran before its first point's wall time: a point is stamped when
+    its step ends, so the first step's own time (compiling the graph, often most of a
+    short run) came before it. 0 without a step time."""
+    first = run.get("perf/step_time_ms")
+    if first is not None and len(first) and np.isfinite(first.values[0]):
+        return float(first.values[0]) / 1000.0
+    return 0.0
+
+
 def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
     info = run.info
     facts: dict[str, Any] = {
@@ -188,13 +199,7 @@ def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
     }
     walls = group["wall_time"].to_numpy()
     if len(walls):
-        # A point's wall time is stamped when its step ends: the first step's own time
-        # (compiling the graph, often most of a short run) ran before the first stamp.
-        first = run.get("perf/step_time_ms")
-        before = 0.0
-        if first is not None and len(first) and np.isfinite(first.values[0]):
-            before = float(first.values[0]) / 1000.0
-        facts["duration_s"] = float(walls.max() - walls.min()) + before
+        facts["duration_s"] = float(walls.max() - walls.min()) + before_first_stamp(run)
     loss = run.get("train/loss")
     if loss is not None and len(loss):
         facts["steps"] = int(loss.steps[-1])
