@@ -11,7 +11,6 @@ import base64
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -21,18 +20,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
+from tests.ports import free_port
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
 def available() -> bool:
     return Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Browser:
@@ -113,11 +108,11 @@ def browser(
     no host name resolves and every request goes to a closed port, so anything the page
     tries to fetch fails (and shows in :meth:`Browser.console`)."""
     blocked = [
-        f"--proxy-server=http://127.0.0.1:{_free_port()}",
+        f"--proxy-server=http://127.0.0.1:{free_port()}",
         "--proxy-bypass-list=<-loopback>",
         "--host-resolver-rules=MAP * ~NOTFOUND",
     ]
-    port = _free_port()
+    port = free_port()
     driver = subprocess.Popen(
         [CHROMEDRIVER, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import json
 import signal
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -29,18 +28,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, Optional
 
+from tests.ports import free_port
+
 __all__ = ["PrometheusServer", "Pushgateway", "Series", "free_port", "http_get"]
 
 Series = list[tuple[dict[str, str], float]]  # (labels, value) per series
 
 READY_TIMEOUT = 60.0
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now (the usual small race is fine on a test machine)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_get(url: str, timeout: float = 5.0, auth: Optional[tuple[str, str]] = None) -> str:

@@ -33,7 +33,7 @@ from mindwatch.events.records import frame
 from mindwatch.mssummary.format import SummaryFileReader, tensor_array
 from mindwatch.mssummary.graph import graph_def_bytes
 from mindwatch.tools.convert_summary import convert_summaries
-from tests.mindspore.test_demo_in_tensorboard import _free_port
+from tests.ports import free_port
 from tests.tbread import accumulator, same_float32
 
 pytestmark = pytest.mark.slow
@@ -181,7 +181,7 @@ def test_the_graph_in_eventaccumulator_and_in_a_live_tensorboard(job: Job, tmp_p
     shape = [d.size for d in conv.attr["_output_shapes"].list.shape[0].dim]
     assert shape == [8, 4, 8, 8]
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [TENSORBOARD, "--logdir", str(tmp_path / "tb"), "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,

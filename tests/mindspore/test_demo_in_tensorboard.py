@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -61,15 +62,9 @@ def test_demo_writes_a_named_run_folder_with_run_json(demo_root: Path) -> None:
     assert "mindspore" in info["versions"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def tensorboard_url(demo_root: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [TENSORBOARD, "--logdir", str(demo_root), "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,

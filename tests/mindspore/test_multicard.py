@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.ports import free_port
 from tests.tbread import accumulator, scalars
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -30,19 +30,13 @@ STEPS = 40
 CORRUPT = (35, 36)  # after the spike rule's 30-point warmup
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def msrun_command(out: Path, *args: str) -> list[str]:
     """dp_train.py under msrun with 2 CPU workers on a fresh port; logs in ``out/log``."""
     return [
         str(BIN / "msrun"),
         "--worker_num=2",
         "--local_worker_num=2",
-        f"--master_port={_free_port()}",
+        f"--master_port={free_port()}",
         f"--log_dir={out / 'log'}",
         "--join=True",
         str(SCRIPT),
@@ -230,7 +224,7 @@ def test_demo_with_two_workers_in_a_live_tensorboard(tmp_path: Path) -> None:
     for step, value in scalars(run)["train/loss"]:
         assert value == pytest.approx(f32((own[0][step] + own[1][step]) / 2), rel=1e-6)
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [TENSORBOARD, "--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
