@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.mindspore.test_demo_in_tensorboard import _free_port, _get, _wait_for_tags
+from tests.mindspore.test_demo_in_tensorboard import _get, _wait_for_tags
+from tests.ports import free_port
 from tests.tbread import scalars
 
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ def test_resumed_run_has_one_point_per_step_in_tensorboard(tmp_path: Path) -> No
     # The resumed attempt really differs from the crashed one on the steps both ran.
     assert any(again[s] != crashed[s] for s in range(201, max(crashed) + 1))
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [TENSORBOARD, "--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
