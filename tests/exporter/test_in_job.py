@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mindwatch import Monitor
+from tests.ports import free_ports
 from tests.prometheus_server import PrometheusServer, Pushgateway, free_port, http_get
 
 pytest.importorskip("prometheus_client")
@@ -102,9 +103,7 @@ def test_a_port_in_use_is_one_warning_and_training_goes_on(
 
 
 def test_per_rank_without_reduction_serves_a_rank_on_port_plus_rank(tmp_path: Path) -> None:
-    port = free_port()
-    while port + 1 > 65535:  # pragma: no cover
-        port = free_port()
+    port = free_ports(2)  # rank 1 serves on port + 1
     settings = {"port": port, "per_rank": True}
     with Monitor(tmp_path / "exp", config(**settings), rank=1, world_size=2) as mon:
         mon.log_step(5, loss=2.0)
@@ -266,7 +265,7 @@ def test_simulated_ranks_per_rank_serve_the_job_and_their_own(tmp_path: Path) ->
     MindSpore): rank 0 serves the job's values and its own, rank 1 its own on port + 1."""
     from tests.aggregate.test_multirank import local_loss, run_ranks
 
-    port = free_port()
+    port = free_ports(2)  # rank 1 serves on port + 1
     scraped: dict[int, str] = {}
 
     def body(mon: Monitor, rank: int) -> None:

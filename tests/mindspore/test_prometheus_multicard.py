@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from tests.mindspore.test_multicard import f32, local, msrun_command, msrun_env, worker_log
-from tests.prometheus_server import PrometheusServer, free_port
+from tests.ports import free_ports
+from tests.prometheus_server import PrometheusServer
 from tests.tbread import same_float32, scalars
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -53,7 +54,7 @@ def wait_until_held(out: Path, job: subprocess.Popen[str], timeout: float = 240)
 def test_rank_0_serves_the_reduced_values_and_the_argmax_rank(
     prometheus_bin: str, tmp_path: Path
 ) -> None:
-    port = free_port()
+    port = free_ports(2)  # port + 1: where rank 1 would serve, and must not
     rank0, rank1 = f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"
     config = {
         "aggregate_every": 10,
