@@ -18,7 +18,9 @@ export GLOG_v ?= 3
 # the shipped alert rules) scrapes the exporters, and prometheus-pushgateway receives a
 # short job's push. Installed with apt-get when missing, as root or with passwordless
 # sudo; otherwise, or with `make test SYSDEPS=skip`, nothing is installed and the tests
-# that need them are reported as skipped.
+# that need them are reported as skipped. Under CI (the CI variable set and not false;
+# .ci/run sets it) a package that cannot be installed fails `make test` here, naming it,
+# and a skipped test fails the run (tests/ci_skips.py): CI never passes with tests unrun.
 SYSDEPS ?= auto
 SYSDEPS_PKGS := chromium chromium-driver poppler-utils prometheus prometheus-pushgateway
 SYSDEPS_BIN  := chromium chromedriver pdftoppm prometheus promtool prometheus-pushgateway
@@ -54,11 +56,16 @@ sysdeps:
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	skip="make test: not installing $(SYSDEPS_PKGS)"; \
 	then_="the browser, PDF and Prometheus tests will be reported as SKIPPED"; \
-	if [ "$(SYSDEPS)" = skip ]; then echo "$$skip (SYSDEPS=skip): $$then_."; exit 0; fi; \
+	case "$$(echo "$${CI:-}" | tr A-Z a-z)" in ""|0|false|no|off) ci=;; *) ci=1;; esac; \
+	if [ -n "$$ci" ]; then \
+	  skip="make test: under CI=$$CI every test must run, but $(SYSDEPS_PKGS) cannot be installed"; \
+	  then_="install them first, or run as root or with passwordless sudo"; fi; \
+	fail() { echo "$$skip ($$1): $$then_."; [ -z "$$ci" ]; }; \
+	if [ "$(SYSDEPS)" = skip ]; then fail "SYSDEPS=skip"; exit; fi; \
 	if [ "$$(id -u)" = 0 ]; then sudo=; \
 	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo=sudo; \
-	else echo "$$skip (neither root nor passwordless sudo): $$then_."; exit 0; fi; \
-	if ! command -v apt-get >/dev/null; then echo "$$skip (no apt-get here): $$then_."; exit 0; fi; \
+	else fail "neither root nor passwordless sudo"; exit; fi; \
+	if ! command -v apt-get >/dev/null; then fail "no apt-get here"; exit; fi; \
 	echo "make test: installing $(SYSDEPS_PKGS) with apt-get (skip with SYSDEPS=skip)"; \
 	$$sudo apt-get update -q && \
 	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends \

@@ -3,6 +3,8 @@
 The browser, PDF and Prometheus tests drive real programs from Debian packages (`make test` installs
 them with apt-get as root or with passwordless sudo). Where one is missing, the fixture
 skips the test with the package to install: `pytest -ra` lists it as SKIPPED, never passed.
+Under CI (the ``CI`` environment variable, which ``.ci/run`` sets) every skip is a failure
+naming what is missing (tests/ci_skips.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 os.environ.setdefault("GLOG_v", "3")
+
+pytest_plugins = ["tests.ci_skips"]
 
 
 @pytest.fixture(autouse=True)
