@@ -9,8 +9,6 @@ import pytest
 
 from mindwatch.exporter import METRIC_NAMES, PrometheusMetrics, metric_names
 
-pytest.importorskip("prometheus_client")
-
 
 def scrape(metrics: PrometheusMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     from prometheus_client.parser import text_string_to_metric_families

@@ -18,8 +18,6 @@ from mindwatch import Monitor
 from tests.ports import free_ports
 from tests.prometheus_server import PrometheusServer, Pushgateway, free_port, http_get
 
-pytest.importorskip("prometheus_client")
-
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     from prometheus_client.parser import text_string_to_metric_families
