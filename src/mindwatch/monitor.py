@@ -39,6 +39,7 @@ import numpy as np
 
 from mindwatch.aggregate import AggregationError, Aggregator, Collective
 from mindwatch.alerts import Alert, Control
+from mindwatch.common.waits import wait_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events.summaries import (
@@ -383,7 +384,7 @@ class Monitor:
                 return
             self._late_verdicts = None
         done = self._pipeline.barrier()
-        if not done.wait(self._verdict_wait):
+        if not done.wait(wait_seconds(self._verdict_wait)):
             self._late_verdicts = done
             self._warn(
                 "late verdicts",
