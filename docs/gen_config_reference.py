@@ -57,6 +57,10 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"prometheus": {"port": 9410, "labels": {"rank": "0"}}}, "a label mindwatch sets"),
     ({"prometheus": {"host": "0.0.0.0"}}, "neither a port nor a push"),
     ({"prometheus": {"push": {"url_env": "http://gw:9091"}}}, "a URL where a name belongs"),
+    (
+        {"alerts": {"notify": [{"kind": "dingtalk", "url": "oapi.dingtalk.com/robot/send"}]}},
+        "a webhook URL without https:// (shown masked)",
+    ),
 ]
 
 

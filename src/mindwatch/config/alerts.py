@@ -9,6 +9,7 @@ from typing import Literal, Optional
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 
 from mindwatch.config.settings import DAY, Settings
+from mindwatch.config.urls import webhook_url_problem
 
 __all__ = [
     "RULE_NAMES",
@@ -267,6 +268,15 @@ class NotifierSettings(Settings):
             raise ValueError(
                 "must be the NAME of an environment variable (e.g. DINGTALK_WEBHOOK), not its value"
             )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _webhook_url(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        if value is not None:
+            problem = webhook_url_problem(value.get_secret_value())
+            if problem is not None:
+                raise ValueError(problem)  # the error shows the value masked: '***'
         return value
 
     @model_validator(mode="after")
