@@ -184,5 +184,6 @@ def test_any_number_is_written_counted_or_refused_naming_the_key(
     assert len(written) > 150
     bad = sum(1 for _, v in written if not math.isfinite(v))
     assert info.get("nonfinite", {}).get("train/value_under_test", 0) == bad
-    reads_back(tmp_path, {"train/value_under_test": written})
+    with np.errstate(over="ignore"):  # float32 of a huge finite double is inf: as written
+        reads_back(tmp_path, {"train/value_under_test": written})
     assert not [w for w in mindwatch_warnings(caplog.records) if "Traceback" in w]
