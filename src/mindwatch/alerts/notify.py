@@ -323,7 +323,8 @@ class Dispatcher:
             if problem is not None:
                 self._reported.add(index)
                 log.warning(
-                    "mindwatch: %s; its alerts will not be delivered (they are in alerts.jsonl)",
+                    "mindwatch: %s; its alerts are not delivered until then (they are in "
+                    "alerts.jsonl, and counted as failed in run.json)",
                     _redacted(problem, notifier.secrets()),
                 )
         self._thread = threading.Thread(target=self._run, name="mindwatch-notify", daemon=True)
