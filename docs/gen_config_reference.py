@@ -39,6 +39,9 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"collect_specified_data": ["weights"]}, "not an item mindwatch collects"),
     ({"target": ["layers.[0"]}, "not a regular expression"),
     ({"flush_secs": 0}, "a flush delay must be positive"),
+    ({"flush_secs": 1e10}, "a flush delay beyond its bound (an hour)"),
+    ({"max_block_secs": float("inf")}, "an infinite duration (.inf in YAML)"),
+    ({"max_queue": 10**30}, "an integer beyond 64 bits"),
     ({"max_file_size": 100}, "rotation below 1 KiB would make a file per event"),
     ({"progress": "fancy"}, "not one of the display modes"),
     ({"tag_style": "megatron"}, "unknown tag style"),
@@ -54,6 +57,10 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"prometheus": {"port": 9410, "labels": {"rank": "0"}}}, "a label mindwatch sets"),
     ({"prometheus": {"host": "0.0.0.0"}}, "neither a port nor a push"),
     ({"prometheus": {"push": {"url_env": "http://gw:9091"}}}, "a URL where a name belongs"),
+    (
+        {"alerts": {"notify": [{"kind": "dingtalk", "url": "oapi.dingtalk.com/robot/send"}]}},
+        "a webhook URL without https:// (shown masked)",
+    ),
 ]
 
 
@@ -160,6 +167,11 @@ def render() -> str:
         "edit by hand. A config is a dict, a YAML file of these keys (or a `mindwatch:`",
         "section), or a MindFormers training YAML (`monitor_config`, `tensorboard`,",
         "`callbacks:`; see `mindwatch.config.mindformers` for the mapping).",
+        "",
+        "Numbers must be finite (`.nan`, `.inf` are refused everywhere but in `hparams`),",
+        "integers must fit in 64 bits, and every duration has an upper bound, given with",
+        "its reason below. A YAML file may be UTF-8 (with or without a BOM), UTF-16 or",
+        "UTF-32 with a BOM, or GBK/GB18030 (read with a warning: save it as UTF-8).",
         "",
         "## `MonitorConfig`",
         "",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,7 +21,60 @@ from mindwatch.tools import runs as runtools
 __all__ = ["main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Commands whose exit status 1 means "findings" (alerts, regressions, problems, runs to
+# prune): a crash must never look like one.
+CHECKING_COMMANDS = frozenset(
+    {"watch", "report", "compare", "export", "doctor", "convert", "runs", "tensorboard", "board"}
+)
+DEBUG_VARIABLE = "MINDWATCH_DEBUG"
+
+
+class _Commands(click.Group):
+    """The ``mindwatch`` group, with a last line of defence for the checking commands:
+    an exception nothing else handled (a bug in mindwatch, an input no check foresaw)
+    is one line naming the command and the error, and exit status 2 (bad input or
+    error), never Python's exit status 1, which these commands define as "findings".
+    ``MINDWATCH_DEBUG=1`` adds the traceback. Click's own usage errors and the
+    commands' ``ctx.exit`` codes pass through unchanged."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:
+            command = ctx.invoked_subcommand
+            if command not in CHECKING_COMMANDS:
+                raise
+            if os.environ.get(DEBUG_VARIABLE, "").strip() not in ("", "0"):
+                traceback.print_exc()
+                hint = ""
+            else:
+                hint = f" ({DEBUG_VARIABLE}=1 shows the traceback)"
+            text = " ".join(str(exc).split())[:300]
+            raise InputError(
+                f"mindwatch {command} failed: {type(exc).__name__}"
+                + (f": {text}" if text else "")
+                + hint
+            ) from exc
+
+
+class _Seconds(click.FloatRange):
+    """A number of seconds within a range, and finite: ``nan`` slips through a plain
+    ``FloatRange`` (every comparison with it is false) and ``time.sleep`` raises on it."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]
+    ) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mindwatch")
 def main() -> None:
     """mindwatch: an online training monitor for MindSpore and MindSpore Transformers."""
@@ -260,10 +316,10 @@ def report_command(
 @click.option("--once", is_flag=True, help="Check once and exit (for cron); the default follows.")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.1),
+    type=_Seconds(min=0.1, max=86400),
     default=10.0,
     show_default=True,
-    help="Seconds between checks when following.",
+    help="Seconds between checks when following (at most a day).",
 )
 @click.option(
     "--state",
@@ -278,7 +334,11 @@ def report_command(
     type=click.Path(path_type=Path, dir_okay=False),
     help="A mindwatch config YAML whose 'alerts' section sets the rules.",
 )
-@click.option("--stall-secs", type=click.FloatRange(min=1), help="Seconds without a new step.")
+@click.option(
+    "--stall-secs",
+    type=_Seconds(min=1, max=604800),
+    help="Seconds without a new step (at most a week).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each alert as a JSON line.")
 @click.option(
     "--prometheus",
@@ -317,8 +377,10 @@ def watch_command(
         settings = MonitorConfig.from_any(config_path).alerts if config_path else AlertSettings()
     except (ConfigError, OSError) as exc:
         raise InputError(str(exc)) from exc
-    if stall_secs is not None:
-        stall = settings.stall.model_copy(update={"seconds": stall_secs})
+    if stall_secs is not None:  # validated, not copied in: the config's bounds hold here too
+        stall = settings.stall.model_validate(
+            {**settings.stall.model_dump(), "seconds": stall_secs}
+        )
         settings = settings.model_copy(update={"stall": stall})
     try:
         watcher = Watcher(
@@ -389,7 +451,7 @@ def _watch_exporter(root: Path, address: Optional[str], *, once: bool) -> Any:
     "--raw-tags", is_flag=True, help="Keep MindSpore's summary tags as written (loss/auto)."
 )
 @click.option("--follow", is_flag=True, help="Keep converting files that are still written.")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True)
+@click.option("--interval", type=_Seconds(min=0.1, max=86400), default=2.0, show_default=True)
 @click.option(
     "--overwrite",
     is_flag=True,
@@ -690,7 +752,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 )
 @click.option(
     "--active-secs",
-    type=click.FloatRange(min=0),
+    type=_Seconds(min=0),
     metavar="SECONDS",
     default=runtools.DEFAULT_ACTIVE_SECS,
     show_default=True,

@@ -39,6 +39,7 @@ import numpy as np
 
 from mindwatch.aggregate import AggregationError, Aggregator, Collective
 from mindwatch.alerts import Alert, Control
+from mindwatch.common.waits import wait_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events.summaries import (
@@ -383,7 +384,7 @@ class Monitor:
                 return
             self._late_verdicts = None
         done = self._pipeline.barrier()
-        if not done.wait(self._verdict_wait):
+        if not done.wait(wait_seconds(self._verdict_wait)):
             self._late_verdicts = done
             self._warn(
                 "late verdicts",
@@ -569,16 +570,18 @@ class Monitor:
         peak) are written; ``run.json`` records the count and its source."""
         if self._rates.flops_per_sample is not None:
             return
-        self._set_rate("flops_per_step", float(flops_per_step))
-        info = {**self._flops_info(), "per_step": float(flops_per_step), "source": source}
+        flops = number("flops_per_step", flops_per_step)
+        self._set_rate("flops_per_step", flops)
+        info = {**self._flops_info(), "per_step": flops, "source": source}
         self.record(flops=info)
 
     def set_peak_tflops(self, peak_tflops: float, *, source: str) -> None:
         """The device's peak TFLOPS for ``perf/mfu``; ``peak_tflops`` in the config wins."""
         if self.config.peak_tflops is not None:
             return
-        self._set_rate("peak_tflops", float(peak_tflops))
-        info = {**self._flops_info(), "peak_tflops": float(peak_tflops), "peak_source": source}
+        peak = number("peak_tflops", peak_tflops)
+        self._set_rate("peak_tflops", peak)
+        info = {**self._flops_info(), "peak_tflops": peak, "peak_source": source}
         self.record(flops=info)
 
     def _set_rate(self, name: str, value: float) -> None:

@@ -58,6 +58,7 @@ from mindwatch.aggregate.packing import (
     unpack,
 )
 from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
+from mindwatch.common.waits import finite_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.metrics.steps import Logged, Row
@@ -143,7 +144,7 @@ class Aggregator:
         self.every = AUTO_START if self.auto else int(every)
         if self.every < 1:
             raise ValueError(f"every must be >= 1 or 'auto', got {every!r}")
-        self.timeout = float(timeout)
+        self.timeout = finite_seconds("timeout", timeout, positive=True)
         self._prepare = prepare
         self._output = output
         self._per_rank = per_rank

@@ -26,6 +26,8 @@ from typing import Any, Callable, Generic, Optional, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from mindwatch.common.waits import wait_seconds
+
 __all__ = ["AggregationError", "Collective", "CollectiveGuard"]
 
 Floats = npt.NDArray[np.float64]
@@ -104,7 +106,8 @@ class CollectiveGuard:
         self._jobs.put(job)
         # First the previous job's after() (this rank's own writing, bounded by the
         # writers' max_block_secs), then the collective itself, each within `timeout`.
-        if not (job.started.wait(timeout) and job.done.wait(timeout)):
+        wait = wait_seconds(timeout)
+        if not (job.started.wait(wait) and job.done.wait(wait)):
             with self._lock:  # the answer may have arrived just now: then it counts
                 job.abandoned = not job.done.is_set()
         if job.abandoned:
@@ -130,7 +133,7 @@ class CollectiveGuard:
                 return False
         marker: _Job[None] = _Job(None, None)
         self._jobs.put(marker)
-        return marker.done.wait(timeout)
+        return marker.done.wait(wait_seconds(timeout))
 
     def stop(self) -> None:
         """End the thread once the jobs handed over so far are done (a thread stuck in a

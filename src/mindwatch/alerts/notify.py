@@ -34,7 +34,9 @@ from typing import Any, Optional
 
 from mindwatch.alerts.model import Alert, severity_label, severity_rank
 from mindwatch.common.i18n import _
+from mindwatch.common.waits import wait_seconds
 from mindwatch.config import AlertSettings, DeliverySettings, NotifierSettings
+from mindwatch.config.urls import webhook_url_problem
 
 __all__ = [
     "Dispatcher",
@@ -119,7 +121,47 @@ class Notifier:
         url = _secret(self.settings.url, self.settings.url_env, "URL", self.name)
         if url is None:  # the config model requires url or url_env for webhook kinds
             raise NotifyError(f"{self.name}: no URL configured", retry=False)
+        if self.settings.url_env:  # the config's own url was checked when it was built
+            problem = webhook_url_problem(url)
+            if problem is not None:
+                raise NotifyError(
+                    f"{self.name}: the URL in the variable {self.settings.url_env} {problem}; "
+                    "fix the variable",
+                    retry=False,
+                )
         return url
+
+    def problem(self) -> Optional[str]:
+        """Why this notifier cannot send now (its URL's variable unset or malformed), or
+        None; never quoting the URL."""
+        if self.settings.kind == "email":
+            return None
+        try:
+            self._url()
+        except NotifyError as exc:
+            return str(exc)
+        return None
+
+    def secrets(self) -> list[str]:
+        """What must never appear in a message about this notifier: its URL (and the
+        parts of it that carry a token), signing secret and password, as resolved now."""
+        s = self.settings
+        found: list[str] = []
+        for value, env in (
+            (s.url, s.url_env),
+            (s.secret, s.secret_env),
+            (s.password, s.password_env),
+        ):
+            text = os.environ.get(env) if env else None
+            if text is None and value is not None:
+                text = value.get_secret_value()
+            if text:
+                found.append(text)
+        for url in found[:1]:
+            with contextlib.suppress(ValueError):
+                parts = urllib.parse.urlsplit(url)
+                found += [p for p in (parts.path, parts.query, parts.netloc) if len(p) > 3]
+        return found
 
     def _post(self, url: str, payload: dict[str, Any]) -> None:
         body = json.dumps(payload, ensure_ascii=False).encode()
@@ -135,7 +177,10 @@ class Notifier:
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             what = reason if isinstance(reason, str) else type(reason).__name__
-            # (a str reason is urllib's own wording, never the URL)
+            if isinstance(reason, OSError) and reason.strerror:  # "Connection refused"
+                what = f"{reason.strerror} ({what})"
+            # (a str reason is urllib's own wording, never the URL; redacted all the same
+            # where it is reported, in case a library quotes it)
             raise NotifyError(f"{self.name}: {what}") from None
 
 
@@ -229,6 +274,13 @@ class EmailNotifier(Notifier):
             raise NotifyError(f"{self.name}: {type(exc).__name__}") from None
 
 
+def _redacted(text: str, secrets: list[str]) -> str:
+    """``text`` with every one of ``secrets`` replaced by ***."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 _KINDS: dict[str, type[Notifier]] = {
     "webhook": WebhookNotifier,
     "dingtalk": DingTalkNotifier,
@@ -264,6 +316,17 @@ class Dispatcher:
         self._queue: queue.Queue[Optional[Alert]] = queue.Queue(maxsize=1000)
         self._recent: dict[int, deque[float]] = {i: deque() for i in range(len(notifiers))}
         self._reported: set[int] = set()
+        # A notifier that cannot send (its url_env variable unset or not a web address) is
+        # said once, now, before any alert; its alerts are then counted as failed.
+        for index, notifier in enumerate(notifiers):
+            problem = notifier.problem()
+            if problem is not None:
+                self._reported.add(index)
+                log.warning(
+                    "mindwatch: %s; its alerts are not delivered until then (they are in "
+                    "alerts.jsonl, and counted as failed in run.json)",
+                    _redacted(problem, notifier.secrets()),
+                )
         self._thread = threading.Thread(target=self._run, name="mindwatch-notify", daemon=True)
         self._thread.start()
 
@@ -279,8 +342,8 @@ class Dispatcher:
         delivered in that time is counted in :attr:`undelivered` (and logged)."""
         deadline = time.monotonic() + timeout
         with contextlib.suppress(queue.Full):
-            self._queue.put(None, timeout=timeout)
-        self._thread.join(max(deadline - time.monotonic(), 0.0))
+            self._queue.put(None, timeout=wait_seconds(timeout))
+        self._thread.join(wait_seconds(deadline - time.monotonic()))
         if self._thread.is_alive():
             self.undelivered = self._queue.qsize() + 1  # the one in flight too
             log.warning(
@@ -317,22 +380,29 @@ class Dispatcher:
                 notifier.send(alert)
             except NotifyError as exc:
                 if exc.retry and attempt < self.delivery.retries:
-                    time.sleep(delay)
+                    time.sleep(wait_seconds(delay))
                     delay *= 2
                     continue
-                self.failed += 1
-                if index not in self._reported:
-                    self._reported.add(index)
-                    log.warning(
-                        "mindwatch: could not deliver an alert: %s (after %d attempts; "
-                        "further failures of this notifier are counted, not shown)",
-                        exc,
-                        attempt + 1,
-                    )
+                self._failed(index, notifier, str(exc), attempt + 1)
                 return
             except Exception as exc:  # a bug in a notifier must not kill delivery
-                self.failed += 1
-                log.warning("mindwatch: %s failed: %s", notifier.name, type(exc).__name__)
+                reason = f"{notifier.name}: {type(exc).__name__}: {exc}"
+                self._failed(index, notifier, reason, attempt + 1)
                 return
             self.sent += 1
             return
+
+    def _failed(self, index: int, notifier: Notifier, reason: str, attempts: int) -> None:
+        """Count a failed delivery; the first of each notifier is one warning saying
+        why (secrets redacted), later ones are counted (run.json's notifications)."""
+        self.failed += 1
+        if index in self._reported:
+            return
+        self._reported.add(index)
+        log.warning(
+            "mindwatch: could not deliver an alert: %s (after %d attempt%s; further "
+            "failures of this notifier are counted, not shown)",
+            _redacted(reason, notifier.secrets())[:300],
+            attempts,
+            "s" * (attempts != 1),
+        )

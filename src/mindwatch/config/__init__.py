@@ -7,7 +7,9 @@ module             what it holds
 :mod:`.alerts`     the ``alerts`` section: rules, notifiers, delivery, actions
 :mod:`.prometheus` the ``prometheus`` section: the exporter's server and pushes
 :mod:`.mindformers` MindFormers YAML sections -> mindwatch fields (pure mapping)
-:mod:`.yaml`       reading a YAML file with errors that name file and line
+:mod:`.yaml`       reading a YAML file (UTF-8/16/32, GBK) with errors naming file and line
+:mod:`.settings`   the base of every section: frozen, finite numbers, 64-bit integers
+:mod:`.urls`       webhook addresses, checked without ever quoting them
 :mod:`.errors`     ``ConfigError`` and its one-message-for-every-mistake text
 =================  ==============================================================
 """

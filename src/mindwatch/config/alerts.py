@@ -6,15 +6,10 @@ from __future__ import annotations
 import re
 from typing import Literal, Optional
 
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    field_validator,
-    model_validator,
-)
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+
+from mindwatch.config.settings import DAY, Settings
+from mindwatch.config.urls import webhook_url_problem
 
 __all__ = [
     "RULE_NAMES",
@@ -34,9 +29,12 @@ __all__ = [
 ]
 
 
-class _RuleSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+# Points a rule keeps and sorts on the pipeline's thread: far above any useful window, far
+# below what would slow the pipeline or fill memory.
+MAX_WINDOW = 10_000
 
+
+class _RuleSettings(Settings):
     enabled: bool = Field(default=True, description="Run this rule.")
 
 
@@ -53,7 +51,13 @@ class SpikeSettings(_RuleSettings):
     """``spike``: a value far above its recent level (median/MAD z-score and a ratio)."""
 
     metrics: list[str] = Field(default_factory=lambda: ["train/loss"], description="Tags.")
-    window: int = Field(default=100, ge=5, description="Recent points the level is taken from.")
+    window: int = Field(
+        default=100,
+        ge=5,
+        le=MAX_WINDOW,
+        description="Recent points the level is taken from (at most 10000: they are kept "
+        "and sorted on the pipeline's thread).",
+    )
     warmup: int = Field(default=30, ge=1, description="Points seen before the rule may fire.")
     ratio: float = Field(default=3.0, gt=1, description="Value / recent mean must exceed this.")
     zscore: float = Field(
@@ -76,7 +80,13 @@ class GradExplosionSettings(_RuleSettings):
     critical_factor: float = Field(
         default=100.0, gt=1, description="Critical above this many times the running median."
     )
-    window: int = Field(default=100, ge=3, description="Points the running median is taken from.")
+    window: int = Field(
+        default=100,
+        ge=3,
+        le=MAX_WINDOW,
+        description="Points the running median is taken from (at most 10000: they are "
+        "sorted at every step).",
+    )
     warmup: int = Field(
         default=10, ge=1, description="Points seen before the relative test may fire."
     )
@@ -128,8 +138,10 @@ class DivergenceSettings(_RuleSettings):
     window: Optional[int] = Field(
         default=None,
         ge=2,
+        le=MAX_WINDOW,
         description="Smoothing (EMA span, in points); not set: a third of the points seen "
-        "so far, between 10 and 100, so a short run is judged on a short span.",
+        "so far, between 10 and 100, so a short run is judged on a short span. At most "
+        "10000.",
     )
     rise: float = Field(default=1.0, gt=0, description="Relative rise above the minimum.")
     zscore: float = Field(
@@ -162,8 +174,19 @@ class ThroughputDropSettings(_RuleSettings):
 
     metric: str = Field(default="perf/samples_per_s", description="Tag.")
     drop: float = Field(default=0.4, gt=0, lt=1, description="Smallest relative drop that alerts.")
-    window: int = Field(default=200, ge=10, description="Baseline: median of this many points.")
-    recent: int = Field(default=12, ge=1, description="Compared: median of the last points.")
+    window: int = Field(
+        default=200,
+        ge=10,
+        le=MAX_WINDOW,
+        description="Baseline: median of this many points (at most 10000: they are kept "
+        "and sorted on the pipeline's thread).",
+    )
+    recent: int = Field(
+        default=12,
+        ge=1,
+        le=MAX_WINDOW,
+        description="Compared: median of the last points (at most 10000).",
+    )
     skip: int = Field(
         default=100,
         ge=0,
@@ -183,7 +206,13 @@ class ThroughputDropSettings(_RuleSettings):
 class StallSettings(_RuleSettings):
     """``stall``: no new step for ``seconds`` (checked by ``mindwatch watch``)."""
 
-    seconds: float = Field(default=600.0, gt=0, description="Seconds without a new step.")
+    seconds: float = Field(
+        default=600.0,
+        gt=0,
+        le=7 * DAY,
+        description="Seconds without a new step (at most 604800, a week: a run silent for "
+        "longer has stopped, and mindwatch watch says so sooner with a smaller value).",
+    )
 
 
 class EvalReboundSettings(_RuleSettings):
@@ -203,12 +232,10 @@ class EvalReboundSettings(_RuleSettings):
 NotifierKind = Literal["webhook", "dingtalk", "feishu", "wecom", "slack", "email"]
 
 
-class NotifierSettings(BaseModel):
+class NotifierSettings(Settings):
     """Where alerts are sent. Secrets (``url``, ``secret``, ``password``) are best given
     as environment variable names (``url_env``, ...); given directly, they are kept out
     of run.json, the TEXT tab, logs and errors all the same."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: NotifierKind = Field(
         description="webhook (JSON POST of the alert), dingtalk, feishu (also Lark), "
@@ -243,6 +270,15 @@ class NotifierSettings(BaseModel):
             )
         return value
 
+    @field_validator("url")
+    @classmethod
+    def _webhook_url(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        if value is not None:
+            problem = webhook_url_problem(value.get_secret_value())
+            if problem is not None:
+                raise ValueError(problem)  # the error shows the value masked: '***'
+        return value
+
     @model_validator(mode="after")
     def _complete(self) -> NotifierSettings:
         if self.kind == "email":
@@ -259,24 +295,37 @@ class NotifierSettings(BaseModel):
         return self
 
 
-class DeliverySettings(BaseModel):
+class DeliverySettings(Settings):
     """How notifications are delivered (off the training thread)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    timeout: float = Field(default=5.0, gt=0, description="Seconds per attempt.")
-    retries: int = Field(default=3, ge=0, description="Retries after a failed attempt.")
-    backoff: float = Field(default=1.0, ge=0, description="First retry delay, doubling.")
+    timeout: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="Seconds per attempt (at most 300: an endpoint slower than five "
+        "minutes is down, and later alerts wait behind it).",
+    )
+    retries: int = Field(
+        default=3,
+        ge=0,
+        le=10,
+        description="Retries after a failed attempt (at most 10: the delays double, so "
+        "the tenth already waits 512 x backoff).",
+    )
+    backoff: float = Field(
+        default=1.0,
+        ge=0,
+        le=60,
+        description="First retry delay in seconds, doubling (at most 60).",
+    )
     max_per_minute: int = Field(
         default=20, ge=1, description="Per notifier; more are dropped and counted."
     )
 
 
-class DynamicLRSettings(BaseModel):
+class DynamicLRSettings(Settings):
     """The seeds' dynamic learning rate: the gradient norm below ``low`` for ``patience``
     steps -> lr x ``factor``; above ``high`` for ``patience`` steps -> lr / ``factor``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     enabled: bool = Field(default=False, description="Adjust the optimizer's lr.")
     metric: str = Field(default="train/grad_norm", description="Tag the rule watches.")
@@ -303,10 +352,8 @@ RULE_NAMES = (
 )
 
 
-class AlertSettings(BaseModel):
+class AlertSettings(Settings):
     """Anomaly rules and what they write (``<run>/alerts.jsonl``, the log)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     enabled: bool = Field(default=True, description="Evaluate the rules during training.")
     cooldown_steps: int = Field(

@@ -103,6 +103,30 @@ def _section(data: Mapping[str, Any], name: str, source: str) -> Mapping[str, An
     return value
 
 
+# YAML 1.1's words for booleans (what PyYAML reads unquoted) and pydantic's, so a quoted
+# "False" means what it says instead of being a non-empty, hence true, string.
+_TRUE = frozenset({"true", "yes", "on", "y", "t", "1"})
+_FALSE = frozenset({"false", "no", "off", "n", "f", "0", "", "none", "null", "~"})
+
+
+def _switch(value: Any, key: str, source: str) -> bool:
+    """A MindFormers on/off setting: a bool, 0/1, None (off) or a string spelling one
+    (``"False"``, ``"off"``, ``"yes"``, any case); anything else is a ConfigError
+    naming ``key``."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+    raise ConfigError(
+        f"invalid MindFormers config {source}:\n  - {key} = {value!r:.60}: must be true or "
+        "false (also written yes/no, on/off, 1/0)"
+    )
+
+
 def _same(key: str) -> str:
     return key
 
@@ -120,7 +144,7 @@ def translate(
     origins: dict[str, str] = {}
     monitor = _section(data, "monitor_config", source)
     tensorboard = _section(data, "tensorboard", source)
-    on = bool(monitor.get("monitor_on", False))
+    on = _switch(monitor.get("monitor_on", False), "monitor_config.monitor_on", source)
     interval = monitor.get("step_interval", 1) if on else None
     for key, value in monitor.items():
         if key == "monitor_on":

@@ -26,11 +26,10 @@ import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -43,6 +42,7 @@ from mindwatch.config.alerts import AlertSettings
 from mindwatch.config.errors import ConfigError, describe
 from mindwatch.config.mindformers import is_mindformers_yaml, translate
 from mindwatch.config.prometheus import PrometheusSettings
+from mindwatch.config.settings import DAY, HOUR, Settings
 from mindwatch.config.yaml import load_yaml
 
 __all__ = ["CheckpointSettings", "HistogramKind", "MonitorConfig", "ReduceKind", "canonical_key"]
@@ -54,12 +54,14 @@ HistogramKind = Literal["parameters", "gradients"]
 # How a metric is combined across data-parallel ranks (see mindwatch.aggregate).
 ReduceKind = Literal["mean", "sum", "max", "min", "once", "per_rank"]
 _HISTOGRAM_KINDS: tuple[HistogramKind, ...] = ("parameters", "gradients")
+MAX_AGGREGATE_EVERY = 10_000
+# An hparam is the user's record, not a setting: a non-finite value (clip: .inf, "no
+# clipping") is kept as it is, unlike every other float of the config.
+_HParamFloat = Annotated[float, Field(allow_inf_nan=True)]
 
 
-class CheckpointSettings(BaseModel):
+class CheckpointSettings(Settings):
     """Checkpoints saved by ``build_callbacks`` (MindSpore's ``ModelCheckpoint``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     save_checkpoint_steps: Optional[int] = Field(
         default=None,
@@ -76,12 +78,10 @@ class CheckpointSettings(BaseModel):
     )
 
 
-class MonitorConfig(BaseModel):
+class MonitorConfig(Settings):
     """What to collect, how often, and where it goes."""
 
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", validate_default=True, populate_by_name=True
-    )
+    model_config = ConfigDict(validate_default=True, populate_by_name=True)
 
     logdir: Optional[str] = Field(
         default=None,
@@ -108,9 +108,12 @@ class MonitorConfig(BaseModel):
     flush_secs: float = Field(
         default=2.0,
         gt=0,
+        le=HOUR,
         validation_alias=AliasChoices("flush_secs", "update_time"),
         description="Longest delay, in seconds, between logging a value and handing it to "
-        "the OS, i.e. what a SIGKILL can lose at most (alias: update_time).",
+        "the OS, i.e. what a SIGKILL can lose at most (alias: update_time). At most 3600 "
+        "(an hour): a longer delay only risks more data and saves nothing, as a write "
+        "costs the same whenever it happens.",
     )
     max_file_size: Optional[int] = Field(
         default=None,
@@ -127,9 +130,11 @@ class MonitorConfig(BaseModel):
     max_block_secs: float = Field(
         default=1.0,
         ge=0,
+        le=600,
         description="Longest time a full queue may make the training thread (or, for the "
         "writer's, the background thread) wait for room; after that, new points are dropped "
-        "(and counted) until it catches up.",
+        "(and counted) until it catches up. At most 600 (ten minutes): a disk that takes "
+        "longer is hung, and training must go on without it.",
     )
     print_every: int = Field(
         default=10,
@@ -251,12 +256,13 @@ class MonitorConfig(BaseModel):
         "device, B-samples-per-day, model-flops-throughput-per-npu) and their "
         "'<tag>_vs_samples' twins, so existing dashboards keep working.",
     )
-    hparams: dict[str, Union[bool, int, float, str]] = Field(
+    hparams: dict[str, Union[bool, int, _HParamFloat, str]] = Field(
         default_factory=dict,
         description="The run's hyperparameters, shown in TensorBoard's HPARAMS dashboard "
         "(the run itself is the session) and recorded in run.json. The MindSpore callback "
         "adds what it can see (optimizer, learning rate, batch size, epochs, ...); values "
-        "given here win.",
+        "given here win. Non-finite numbers (.inf, .nan) are kept as they are; an integer "
+        "too large for a float is shown as its digits.",
     )
     name_hparams: list[str] = Field(
         default_factory=list,
@@ -274,18 +280,21 @@ class MonitorConfig(BaseModel):
         "every this many steps (one collective per interval; every step still gets its "
         "exact point). 'auto' starts at 10 and then picks the interval that keeps the "
         "collective under 0.5 % of the step time (at most 200 steps); 0 turns reduction "
-        "off (rank 0 writes its own values). Ignored in a single process.",
+        "off (rank 0 writes its own values). At most 10000: the steps of an interval "
+        "wait in memory until it completes. Ignored in a single process.",
     )
     aggregate_timeout: float = Field(
         default=300.0,
         gt=0,
+        le=DAY,
         description="Multi-card: seconds one reduction may wait for the other ranks. It only "
         "tells a dead or hung rank from a live one, so it must be longer than any pause a "
         "single rank takes between steps while the others wait (an evaluation or "
         "checkpoint on one rank only). After a timeout every rank writes its own values "
         "and nothing more is reduced (a warning says why; training is never stopped). "
         "The one exchange at start (the ranks agree on the run folder) waits at least 60 "
-        "s, as ranks reach their Monitor at different times.",
+        "s, as ranks reach their Monitor at different times. At most 86400 (a day): no "
+        "pause of one rank is longer, and a hung rank must still be told apart.",
     )
     per_rank: bool = Field(
         default=False,
@@ -366,6 +375,11 @@ class MonitorConfig(BaseModel):
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError("must be 'auto', 0 (no reduction) or a number of steps >= 1")
+        if value > MAX_AGGREGATE_EVERY:
+            raise ValueError(
+                f"must be at most {MAX_AGGREGATE_EVERY} steps (an interval's steps wait in "
+                "memory until it completes); 'auto' picks at most 200"
+            )
         return value
 
     @field_validator("target")

@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from mindwatch.config.settings import DAY, Settings
 
 __all__ = ["RESERVED_LABELS", "PrometheusSettings", "PushSettings"]
 
@@ -28,12 +30,10 @@ RESERVED_LABELS = (
 DEFAULT_PUSH_JOB = "mindwatch"
 
 
-class PushSettings(BaseModel):
+class PushSettings(Settings):
     """Pushes to a Prometheus Pushgateway, for jobs Prometheus cannot scrape."""
 
     # The address is a secret (``http://user:password@gateway:9091``) like a notifier's.
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     url: Optional[SecretStr] = Field(
         default=None,
@@ -48,8 +48,10 @@ class PushSettings(BaseModel):
     every_secs: Optional[float] = Field(
         default=30.0,
         gt=0,
+        le=DAY,
         description="Push every this many seconds while the run goes on, from a thread of "
-        "its own, and once more when it ends (None: only at the end).",
+        "its own, and once more when it ends (None: only at the end). At most 86400 (a "
+        "day); None pushes only at the end.",
     )
     job: Optional[str] = Field(
         default=None,
@@ -61,8 +63,10 @@ class PushSettings(BaseModel):
     timeout: float = Field(
         default=5.0,
         gt=0,
-        description="Seconds one push may take. A push that fails or times out is one "
-        "warning (and a count in run.json); training goes on and the next push tries again.",
+        le=300,
+        description="Seconds one push may take (at most 300). A push that fails or times "
+        "out is one warning (and a count in run.json); training goes on and the next push "
+        "tries again.",
     )
 
     @field_validator("url_env")
@@ -84,11 +88,9 @@ class PushSettings(BaseModel):
         return self
 
 
-class PrometheusSettings(BaseModel):
+class PrometheusSettings(Settings):
     """Prometheus metrics of the run (docs/prometheus.md): served over HTTP for scraping,
     pushed to a Pushgateway, or both."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     port: Optional[int] = Field(
         default=None,
@@ -131,7 +133,8 @@ class PrometheusSettings(BaseModel):
         "once more (at most this many seconds), so the run's final status (finished, "
         "failed, terminated) is recorded and a job that ended is told from one that "
         "crashed. Set it to your scrape interval or a little more; 0: stop at once (the "
-        "last status then reaches Prometheus only through push or mindwatch watch).",
+        "last status then reaches Prometheus only through push or mindwatch watch). At "
+        "most 600 (ten minutes): longer than any scrape interval.",
     )
     push: Optional[PushSettings] = Field(
         default=None,

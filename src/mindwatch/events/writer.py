@@ -26,7 +26,9 @@ Guarantees:
   vanished network mount) is logged once with the file and the reason; the records of
   that batch are counted as dropped; the damaged file is closed (readers treat its
   torn tail like a file still being written) and the next batch starts a new file.
-  Training goes on. A later recovery is logged too.
+  Training goes on. A later recovery is logged too. A worker that ends on an error
+  nothing else caught (a bug) is one warning and a write error; from then on new points
+  are dropped and counted at once, so ``run.json`` never says 0 after a loss.
 * **Absolute paths.** The folder is resolved when the writer is created, so a later
   ``os.chdir`` does not move the output. Its parents are created; a folder that can't
   be created or written raises :class:`LogDirError` naming it, before any training.
@@ -52,6 +54,7 @@ from typing import Any, BinaryIO, Callable, Optional, Union
 
 import numpy as np
 
+from mindwatch.common.waits import finite_seconds, wait_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.events.encoding import (
     encode_file_version,
@@ -157,8 +160,9 @@ class EventFileWriter:
         filename_suffix: str = "",
         purge_step: Optional[int] = None,
     ) -> None:
-        if flush_secs <= 0:
-            raise ValueError(f"flush_secs must be > 0, got {flush_secs!r}")
+        # Finite, or a wait on them kills the worker (OverflowError) or the caller.
+        flush_secs = finite_seconds("flush_secs", flush_secs, positive=True)
+        max_block_secs = finite_seconds("max_block_secs", max(max_block_secs, 0.0))
         if max_file_size is not None and max_file_size < 1024:
             raise ValueError(f"max_file_size must be >= 1024 bytes, got {max_file_size!r}")
         if max_queue < 1:
@@ -186,6 +190,7 @@ class EventFileWriter:
         self._records = 0
         self._errors = 0
         self._failing: Optional[str] = None
+        self._died: Optional[str] = None  # the worker ended on an unexpected error
         self._warn = WarnOnce(log)  # once per kind of trouble, not once per item
         self._files: list[str] = []
         self._file: Optional[BinaryIO] = None  # None after a write error, until reopened
@@ -216,7 +221,7 @@ class EventFileWriter:
         if n >= self.max_queue and not self._wait_for_room():
             self._drop(points)
             return
-        if self._closed:
+        if self._closed or self._died is not None:
             self._drop(points)
             return
         queue.append(item)
@@ -236,7 +241,7 @@ class EventFileWriter:
             self._room.clear()
             self._blocked = True
             self._wake.set()
-            self._room.wait(remaining)
+            self._room.wait(wait_seconds(remaining))
         return True
 
     def add_scalars(
@@ -315,14 +320,14 @@ class EventFileWriter:
         Write errors do not make it fail: they are warned about and counted in
         :attr:`stats` (``points_dropped``, ``write_errors``).
         """
-        if self._closed or not self._thread.is_alive():
+        if self._closed or self._died is not None or not self._thread.is_alive():
             return True
         done = threading.Event()
         self._queue.append((_BARRIER, 0.0, 0, done))
         self._wake.set()
-        if not self._thread.is_alive():  # it finished its last pass meanwhile
+        if not self._thread.is_alive() or self._died is not None:  # it ended meanwhile
             done.set()
-        return done.wait(timeout)
+        return done.wait(wait_seconds(timeout))
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Write everything, fsync and close the file. Idempotent; safe from any thread.
@@ -341,7 +346,7 @@ class EventFileWriter:
         # Every caller waits, not only the first: a SIGTERM handler closing the writer
         # while the program's own close() runs must not return before the data is out.
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+            self._thread.join(wait_seconds(timeout))
             if self._thread.is_alive():
                 log.warning(
                     "mindwatch: the writer for %s did not finish within %s s (is the disk "
@@ -353,6 +358,8 @@ class EventFileWriter:
         if not first:
             return
         lifecycle.unregister(self)
+        if self._died is not None:
+            self._discard_queue()  # appended in the instant before the hot path saw it
         if self._dropped:
             log.warning(
                 "mindwatch: %d points were not written to %s (%d write errors; "
@@ -383,6 +390,8 @@ class EventFileWriter:
 
     def _drop(self, points: int) -> None:
         self._dropped += points
+        if self._died is not None:
+            return  # said once, when the worker ended
         if "dropping" not in self._warn:
             reason = (
                 "the writer is closed"
@@ -403,51 +412,96 @@ class EventFileWriter:
     # ------------------------------------------------------------------ worker side
 
     def _run(self) -> None:
-        while True:
-            self._wake.wait(self.flush_secs)
-            self._wake.clear()
-            stopping = self._stop
-            self._drain()
-            if stopping:
-                break
-        self._finish()
+        try:
+            while True:
+                self._wake.wait(wait_seconds(self.flush_secs))
+                self._wake.clear()
+                stopping = self._stop
+                self._drain()
+                if stopping:
+                    break
+            self._finish()
+        except BaseException as exc:  # a dead worker must not be silent
+            self._on_worker_death(exc)
+
+    def _on_worker_death(self, exc: BaseException) -> None:
+        """The worker ends on an error nothing else caught (a bug, an encoder raising a
+        BaseException): say so once, count it (``write_errors``, and every point it
+        leaves behind in ``points_dropped``: run.json must not say 0), and from now on
+        drop and count new points at once instead of queueing them for nobody."""
+        self._died = f"{type(exc).__name__}: {exc}"[:300]
+        self._fast_limit = 0  # every add takes the slow path, which drops and counts
+        self._errors += 1
+        self._discard_queue()
+        with contextlib.suppress(Exception):
+            self._close_file()
+        log.warning(
+            "mindwatch: the event writer for %s stopped on an unexpected error (%s); %d "
+            "points logged but not written are lost, and points logged from now on are "
+            "dropped and counted (points_dropped and write_errors in run.json). Training "
+            "continues.",
+            self.logdir,
+            self._died,
+            self._dropped,
+        )
+
+    def _discard_queue(self) -> int:
+        """Count what waits in the queue as dropped and release its barriers; the
+        points counted."""
+        lost = 0
+        while self._queue:
+            kind, _, _, payload = self._queue.popleft()
+            if kind == _BARRIER:
+                payload.set()
+            else:
+                lost += len(payload) if kind in (_SCALARS, _VALUES) else 1
+        self._dropped += lost
+        self._room.set()  # a caller waiting for room must not wait for a dead worker
+        return lost
 
     def _drain(self) -> None:
         queue = self._queue
         pending: list[bytes] = []
         pending_bytes = 0
         points = 0
-        while queue:
-            for _ in range(_CHUNK):
-                if not queue:
-                    break
-                kind, wall, step, payload = queue.popleft()
-                if kind == _BARRIER:
+        try:
+            while queue:
+                for _ in range(_CHUNK):
+                    if not queue:
+                        break
+                    kind, wall, step, payload = queue.popleft()
+                    if kind == _BARRIER:
+                        self._commit(pending, points)
+                        pending, pending_bytes, points = [], 0, 0
+                        payload.set()
+                        continue
+                    try:
+                        if kind == _SCALARS and len(payload) == 1:  # the per-point fast path
+                            tag, value = payload[0]
+                            record = frame(encode_scalar(wall, step, tag, value))
+                            points += 1
+                        else:
+                            record = frame(self._encode(kind, wall, step, payload))
+                            points += len(payload) if kind in (_SCALARS, _VALUES) else 1
+                    except Exception as exc:  # a bad item must not stop the others
+                        self._on_bad_item(kind, step, payload, exc)
+                        continue
+                    except BaseException:  # it ends the worker (see _run): lost too
+                        points += len(payload) if kind in (_SCALARS, _VALUES) else 1
+                        raise
+                    pending.append(record)
+                    pending_bytes += len(record)
+                if pending_bytes >= _WRITE_BATCH_BYTES:
                     self._commit(pending, points)
                     pending, pending_bytes, points = [], 0, 0
-                    payload.set()
-                    continue
-                try:
-                    if kind == _SCALARS and len(payload) == 1:  # the per-point fast path
-                        tag, value = payload[0]
-                        record = frame(encode_scalar(wall, step, tag, value))
-                        points += 1
-                    else:
-                        record = frame(self._encode(kind, wall, step, payload))
-                        points += len(payload) if kind in (_SCALARS, _VALUES) else 1
-                except Exception as exc:  # a bad item must not stop the others
-                    self._on_bad_item(kind, step, payload, exc)
-                    continue
-                pending.append(record)
-                pending_bytes += len(record)
-            if pending_bytes >= _WRITE_BATCH_BYTES:
-                self._commit(pending, points)
-                pending, pending_bytes, points = [], 0, 0
-            if self._blocked and len(queue) < self._room_at:
-                self._blocked = False
-                self._room.set()
-            time.sleep(0)  # let the training thread run between chunks
-        self._commit(pending, points)
+                if self._blocked and len(queue) < self._room_at:
+                    self._blocked = False
+                    self._room.set()
+                time.sleep(0)  # let the training thread run between chunks
+            self._commit(pending, points)
+        except BaseException:
+            self._dropped += points  # taken from the queue, never written
+            raise
         self._stalled = False  # caught up: callers may wait for room again
         if self._blocked:
             self._blocked = False

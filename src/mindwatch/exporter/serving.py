@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from mindwatch.common.i18n import _
+from mindwatch.common.waits import wait_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.exporter.families import PrometheusMetrics
 
@@ -92,7 +93,7 @@ class MetricsServer:
         server.shutdown()  # returns once serve_forever has (its poll: half a second)
         server.server_close()
         if thread is not None:
-            thread.join(timeout)
+            thread.join(wait_seconds(timeout))
 
 
 def _with_scheme(url: str) -> str:
@@ -182,7 +183,7 @@ class Pusher:
 
     def _run(self) -> None:
         assert self.every_secs is not None
-        while not self._stop.wait(self.every_secs):
+        while not self._stop.wait(wait_seconds(self.every_secs)):
             self.push()
 
     def push(self, timeout: Optional[float] = None) -> bool:
@@ -190,7 +191,7 @@ class Pusher:
         push and for waiting on one still under way)."""
         limit = self.timeout if timeout is None else max(0.1, min(timeout, self.timeout))
         deadline = time.monotonic() + limit
-        if not self._lock.acquire(timeout=limit):
+        if not self._lock.acquire(timeout=wait_seconds(limit) or 0.0):
             self._failed(TimeoutError("the previous push is still under way"))
             return False
         try:
@@ -242,5 +243,5 @@ class Pusher:
         self._stop.set()
         thread = self._thread
         if thread is not None:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            thread.join(wait_seconds(deadline - time.monotonic()))
         self.push(max(0.1, deadline - time.monotonic()))

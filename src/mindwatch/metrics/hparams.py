@@ -3,14 +3,18 @@
 TensorBoard takes bool, number and string values under flat names. Nested mappings
 (as in a YAML config) are flattened with dots (``optimizer.lr``); lists, tuples and
 None become their string form, so they can still be compared; numpy scalars become
-Python numbers. Anything else is a TypeError naming the key: a silently stringified
+Python numbers; an int too large for a double (beyond about 1.8e308) keeps its digits
+as text. Anything else is a TypeError naming the key: a silently stringified
 object would show a useless ``<object at 0x...>`` in the dashboard.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from numbers import Number
 from typing import Any, Union
+
+from mindwatch.metrics.values import number
 
 __all__ = ["HParamValue", "flatten_hparams"]
 
@@ -18,8 +22,16 @@ HParamValue = Union[bool, int, float, str]
 
 
 def _value(key: str, value: Any) -> HParamValue:
-    if isinstance(value, (bool, int, float, str)):
+    if isinstance(value, (bool, float, str)):
         return value
+    if isinstance(value, int):
+        try:  # TensorBoard stores numbers as doubles
+            float(value)
+        except OverflowError:  # keeps its digits as text instead of failing when written
+            return str(value)
+        return value
+    if isinstance(value, Number):  # Fraction, Decimal: as floats (complex: TypeError)
+        return number(key, value)
     if value is None or isinstance(value, (list, tuple)):
         return str(value)
     item = getattr(value, "item", None)  # numpy / framework scalars

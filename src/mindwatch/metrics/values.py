@@ -6,24 +6,46 @@ logged, so their common cases (a ``float``, an ``int`` step) cost one type check
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from collections.abc import Iterable
-from typing import Any
+from decimal import Decimal
+from numbers import Rational
+from typing import Any, NoReturn, Optional
+
+from mindwatch.common.warn import WarnOnce
 
 __all__ = ["INT64", "NonFiniteCounter", "number", "step_number"]
 
 INT64 = 1 << 63  # TensorBoard's steps are int64
+_INF = float("inf")
+_NAN = float("nan")
+
+log = logging.getLogger(__name__)
+# Once per key and process: a value out of a float's range usually repeats every step.
+_too_large = WarnOnce(log)
 
 
 def number(key: str, value: Any) -> float:
-    """``float(value)``, or a TypeError that names the key.
+    """``value`` as a float, or a TypeError that names the key.
 
-    Accepts Python and numpy numbers and one-element arrays / framework tensors (via
-    ``item()``); rejects strings, which ``float()`` would silently parse.
+    This is the one place where the numbers users hand mindwatch become floats (log_step,
+    log_eval, log_scalars, hparams, the MindSpore adapter's outputs). It accepts Python
+    numbers (``int`` of any size, ``bool``, ``float``, ``Fraction``, ``Decimal``), numpy
+    scalars of every real dtype, 0-d and one-element arrays, and framework tensors (via
+    ``item()``). It rejects strings, which ``float()`` would silently parse, and complex
+    numbers, whose imaginary part numpy's ``float()`` would silently drop.
 
     A value that is not a number raises instead of being skipped with a warning: it is
     a programming error, visible on the very first step, and a curve that silently
     never appears is worse.
+
+    A number too large for a float (an ``int`` beyond about 1.8e308, ``10**400``, a
+    ``Decimal`` or numpy ``longdouble`` as large) is data, not a programming error: it
+    becomes ``+inf`` or ``-inf``, written and counted as non-finite like a NaN, with one
+    warning per key (per process) naming it. It never raises ``OverflowError`` on the
+    training thread.
     """
     if type(value) is float:
         return value
@@ -32,23 +54,89 @@ def number(key: str, value: Any) -> float:
             f"mindwatch: '{key}' must be a number, got the string {value!r:.60}; "
             "pass the number itself"
         )
+    if isinstance(value, complex) or getattr(getattr(value, "dtype", None), "kind", "") == "c":
+        _complex(key, value)
     if not getattr(value, "ndim", 0):  # numbers, 0-d arrays and tensors
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            pass
+        result = _as_float(key, value)
+        if result is not None:
+            return result
     # A one-element array: NumPy >= 1.25 deprecates float() on it, NumPy 2 refuses it.
     if getattr(value, "size", None) == 1 and hasattr(value, "item"):
         try:
-            return float(value.item())  # numpy 2 refuses float() on shape (1,) arrays
+            item = value.item()
         except (TypeError, ValueError):
-            pass
+            item = None
+        if isinstance(item, complex):  # a framework tensor of a complex dtype
+            _complex(key, value)
+        if item is not None:
+            result = _as_float(key, item)
+            if result is not None:
+                return result
     shape = getattr(value, "shape", None)
     what = f"{type(value).__name__} of shape {tuple(shape)}" if shape else type(value).__name__
     raise TypeError(
         f"mindwatch: '{key}' must be a number (int, float, or a one-element "
         f"numpy array / tensor), got {what}: {value!r:.60}"
     ) from None
+
+
+def _as_float(key: str, value: Any) -> Optional[float]:
+    """``float(value)``; +-inf (and one warning) for a finite number too large for a
+    float; None when ``value`` is not a number at all."""
+    try:
+        result = float(value)
+    except OverflowError:  # int, Fraction: "too large to convert to float"
+        result = _INF
+    except (TypeError, ValueError):
+        if isinstance(value, Decimal) and value.is_snan():
+            return _NAN  # a signalling NaN: a NaN all the same
+        return None
+    else:
+        # Decimal and numpy longdouble become inf without an error: a value that came
+        # out infinite but does not equal that infinity was finite, and too large.
+        if result - result == 0.0 or math.isnan(result) or _equals(value, result):
+            return result
+    try:
+        negative = bool(value < 0)
+    except Exception:  # an odd type: the sign of its float then
+        negative = result < 0
+    _too_large(
+        f"too large {key}",
+        "mindwatch: '%s' = %s is too large for a float (at most about 1.8e308); it is "
+        "written as %s and counted as non-finite. Log it in other units (or its log) to "
+        "keep its value; training goes on.",
+        key,
+        _approx(value),
+        "-inf" if negative else "inf",
+    )
+    return -_INF if negative else _INF
+
+
+def _equals(value: Any, result: float) -> bool:
+    try:
+        return bool(value == result)
+    except Exception:  # a type that cannot compare with a float
+        return True  # take float()'s word for it
+
+
+def _approx(value: Any) -> str:
+    """A huge number in a few characters (its repr can be hundreds of digits)."""
+    try:
+        if isinstance(value, Rational):
+            exact = Decimal(int(value.numerator)) / Decimal(int(value.denominator))
+            return f"{exact:.3e}"
+        if isinstance(value, Decimal):
+            return f"{value:.3e}"
+    except ArithmeticError:
+        pass
+    return f"{value!r:.40}"
+
+
+def _complex(key: str, value: Any) -> NoReturn:
+    raise TypeError(
+        f"mindwatch: '{key}' must be a real number, got the complex value {value!r:.60}; "
+        "log its real part, imaginary part or magnitude (abs) as numbers of their own"
+    )
 
 
 def step_number(step: Any) -> int:

@@ -370,13 +370,13 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             seen["optimizer"] = type(optimizer).__name__
             lr = optimizer.learning_rate
             if isinstance(lr, ms.Parameter):
-                seen["lr"] = float(lr.item())
+                seen["lr"] = to_float(lr, "lr")
             else:
                 seen["lr_schedule"] = type(lr).__name__
         if isinstance(cb.get("train_network"), TrainOneStepWithGradNormCell):
             clip = cb.get("train_network").clip
             seen["clip_grad_norm"] = (
-                float(cb.get("train_network").clip_norm.item()) if clip else 0.0
+                to_float(cb.get("train_network").clip_norm, "clip_grad_norm") if clip else 0.0
             )
         given = self.config.hparams  # values the user set win
         self.monitor.log_hparams(
@@ -558,7 +558,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         metrics: dict[str, float] = {}
         for key, value in results.items():
             try:
-                metrics["loss" if key == "eval_loss" else key] = to_float(value)
+                metrics["loss" if key == "eval_loss" else key] = to_float(value, key)
             except (TypeError, ValueError, IndexError):
                 self._warn_once(
                     f"eval:{key}", f"eval metric {key!r} is not a number: {value!r:.50}"

@@ -141,7 +141,7 @@ def loss_value(loss: Any) -> float:
     """The loss as a float: the mean when the cell returns several values (per sample or
     per micro batch), as MindFormers shows it."""
     if getattr(loss, "size", 1) == 1 or not hasattr(loss, "asnumpy"):
-        return to_float(loss)
+        return to_float(loss, "loss")
     return float(np.mean(loss.asnumpy(), dtype=np.float64))
 
 
@@ -156,14 +156,14 @@ def unpack_outputs(outputs: Any, layout: OutputLayout) -> dict[str, float]:
     values = {"loss": loss_value(outputs[0]) / layout.loss_divisor}
     kind, n = layout.kind, len(outputs)
     if kind == "grad_norm" and n >= 2:
-        values["grad_norm"] = to_float(outputs[1])
+        values["grad_norm"] = to_float(outputs[1], "grad_norm")
     elif kind in ("loss_scale", "mindformers") and n >= 3:
-        values["overflow"] = float(bool(to_float(outputs[1])))
-        values["loss_scale"] = to_float(outputs[2])
+        values["overflow"] = float(bool(to_float(outputs[1], "overflow")))
+        values["loss_scale"] = to_float(outputs[2], "loss_scale")
         if kind == "mindformers":
             for key, index in (("lr", 3), ("grad_norm", 4)):
                 if n > index and outputs[index] is not None:
-                    values[key] = to_float(outputs[index])
+                    values[key] = to_float(outputs[index], key)
     return values
 
 

@@ -102,12 +102,13 @@ class Outputs:
         )
 
     def stats(self) -> WriterStats:
-        """The writers' counters, summed, and the points the pipeline dropped."""
+        """The writers' counters, summed, and the points the pipeline dropped (an end
+        of the pipeline's thread on an unexpected error counts as a write error)."""
         writers = [w.stats for w in self.writers()]
         return WriterStats(
             records_written=sum(w.records_written for w in writers),
             points_dropped=sum(w.points_dropped for w in writers) + self.pipeline.points_dropped,
-            write_errors=sum(w.write_errors for w in writers),
+            write_errors=sum(w.write_errors for w in writers) + self.pipeline.errors,
             files=tuple(f for w in writers for f in w.files),
         )
 

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from mindwatch.alerts import Alert, Control
+from mindwatch.common.waits import finite_seconds, wait_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.metrics.derived import Values, with_perplexity
 from mindwatch.metrics.steps import LocalSteps, logged_points
@@ -116,7 +117,9 @@ class Pipeline:
         self.alerting = alerting
         self._open_rank_folder = open_rank_folder
         self._max_queue = max_queue
-        self._max_block_secs = max_block_secs
+        # Finite, or a wait on them raises OverflowError (in the caller or the thread).
+        self._max_block_secs = finite_seconds("max_block_secs", max_block_secs)
+        period = finite_seconds("period", period, positive=True)
         self._wake_at = max(1, min(_HIGH_WATER, max_queue // 2))
         self._room_at = max(1, max_queue // 2)  # producers waiting go on below this
         self._room = threading.Event()
@@ -126,6 +129,8 @@ class Pipeline:
         # Decisions for the training loop (the alerting appends, the loop takes them).
         self.controls: deque[Control] = controls if controls is not None else deque()
         self.points_dropped = 0
+        self.errors = 0  # the thread ended on an unexpected error (counted in run.json)
+        self._died = False
         self._queue: deque[tuple[Any, ...]] = deque()
         self._wake = threading.Event()
         self._warn = WarnOnce(log)
@@ -138,7 +143,7 @@ class Pipeline:
     def submit(self, entry: tuple[Any, ...]) -> None:
         """Queue one record; when the queue is full, data waits for room (bounded)."""
         queue = self._queue
-        if self._closed:
+        if self._closed or self._died:
             self._drop(entry)
             return
         if len(queue) >= self._max_queue and _is_data(entry) and not self._wait_for_room():
@@ -168,7 +173,7 @@ class Pipeline:
             self._room.clear()
             self._blocked = True
             self._wake.set()
-            self._room.wait(remaining)
+            self._room.wait(wait_seconds(remaining))
         return not self._closed
 
     def step(self, route: int, step: int, values: Values, wall: float, samples: Any) -> None:
@@ -181,7 +186,7 @@ class Pipeline:
 
     def sync(self, timeout: Optional[float] = None) -> bool:
         """Wait until everything queued before the call is processed (False on timeout)."""
-        return self.barrier().wait(timeout)
+        return self.barrier().wait(wait_seconds(timeout))
 
     def barrier(self) -> threading.Event:
         """An event set once everything queued before the call is processed."""
@@ -194,30 +199,34 @@ class Pipeline:
             return done
         self._queue.append((BARRIER, done))
         self._wake.set()
-        if not self._thread.is_alive():
+        if not self._thread.is_alive() or self._died:
             done.set()
         return done
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Process what is queued, close the sinks (files complete), end the thread."""
         if self._closed:
-            self._thread.join(timeout)
+            self._thread.join(wait_seconds(timeout))
             return
         self._closed = True  # later records are dropped (and counted)
         self._queue.append((STOP, timeout))
         self._wake.set()
         self._room.set()
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-        if self._thread.is_alive():  # a sink hangs (a hung disk): close what we can
+            self._thread.join(wait_seconds(timeout))
+        if self._died:  # its records are counted (and it said so): the files still close
+            self._discard()
+        elif self._thread.is_alive():  # a sink hangs (a hung disk): close what we can
             log.warning(
                 "mindwatch: the pipeline did not finish within %s s; %d queued records may "
                 "not be written",
                 timeout,
                 len(self._queue),
             )
-            for group in self._groups():
-                group.close(timeout)
+        else:
+            return
+        for group in self._groups():
+            group.close(timeout)
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Process what is queued, then flush the sinks (event files in the OS)."""
@@ -234,9 +243,30 @@ class Pipeline:
     # ------------------------------------------------------------ the pipeline's thread
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:  # a dead thread must not be silent
+            self._died = True
+            self.errors += 1
+            self._discard()
+            log.warning(
+                "mindwatch: the pipeline's thread stopped on an unexpected error (%r); values "
+                "logged from now on are dropped and counted (points_dropped in run.json, %d "
+                "so far). Training continues.",
+                exc,
+                self.points_dropped,
+            )
+
+    def _discard(self) -> None:
+        """Count what is queued as dropped (barriers released): nothing will process it."""
+        while self._queue:
+            self._drop(self._queue.popleft())
+        self._room.set()  # nor wait for room
+
+    def _serve(self) -> None:
         queue, wake = self._queue, self._wake
         while True:
-            wake.wait(self._period)
+            wake.wait(wait_seconds(self._period))
             wake.clear()
             done = 0
             while queue:
@@ -251,6 +281,10 @@ class Pipeline:
                 except Exception as exc:  # never lose the thread over one record
                     kind = "logged step" if type(entry[0]) is int else entry[0]
                     self._warn_once(f"kind {kind}", f"a record could not be processed: {exc!r}")
+                except BaseException:  # the thread ends (see _run): this record is lost too
+                    self._died = True
+                    self._drop(entry)
+                    raise
                 done += 1
                 if done % _CHUNK == 0:
                     if self._blocked and len(queue) < self._room_at:
@@ -356,6 +390,8 @@ class Pipeline:
         elif kind in (STEP, EVAL):
             points = len(entry[3] if kind == STEP else entry[2]) or 1
         self.points_dropped += points
+        if self._died:
+            return  # said once, when the thread ended
         if self._closed:
             self._warn_once("closed", "values logged after close() are dropped")
             return

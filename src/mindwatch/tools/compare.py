@@ -77,21 +77,20 @@ def report_json(checks: list[Check], tol: Tolerances, run: Path, baseline: Path)
 
 def load_tolerances(file: Optional[Path], flags: Mapping[str, Any]) -> Tolerances:
     """Tolerances from a YAML file of tolerance keys, with ``flags`` (not None) on top."""
-    import yaml
     from pydantic import ValidationError
+
+    from mindwatch.config import ConfigError
+    from mindwatch.config.yaml import load_yaml
 
     settings: dict[str, Any] = {}
     if file is not None:
-        try:
-            loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise CompareError(f"cannot read tolerances '{file}': {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise CompareError(f"'{file}' must be a mapping of tolerance keys")
-        settings.update(loaded)
+        try:  # the config's reader: UTF-8, UTF-16/32 with a BOM, GBK; errors name the file
+            settings.update(load_yaml(file, "tolerances file"))
+        except ConfigError as exc:
+            raise CompareError(f"cannot read tolerances: {exc}") from None
     settings.update({k: v for k, v in flags.items() if v is not None})
     try:
-        return Tolerances(**settings)
+        return Tolerances.model_validate(settings)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         known = ", ".join(Tolerances.model_fields)

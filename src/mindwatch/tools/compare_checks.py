@@ -54,7 +54,8 @@ class Tolerances(BaseModel):
     explicit tolerance (a floor) and ``*_sigmas`` times the runs' measured noise. All
     relative values are fractions (0.05 = 5 %)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Finite numbers only: a NaN or infinite tolerance would make a gate that never fails.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     loss_rtol: float = Field(0.05, ge=0, description="Relative loss increase always allowed.")
     loss_atol: float = Field(0.0, ge=0, description="Absolute loss increase allowed on top.")
@@ -71,7 +72,9 @@ class Tolerances(BaseModel):
         0.2, gt=0, le=1, description="Last fraction of the points compared as the final loss."
     )
     final_window: int = Field(10, ge=1, description="Least points in the final loss window.")
-    checkpoints: int = Field(10, ge=1, description="Matched positions compared.")
+    checkpoints: int = Field(
+        10, ge=1, le=1000, description="Matched positions compared (at most 1000)."
+    )
     align: Align = Field("step", description="Match positions by step, samples or tokens.")
 
 

@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 
 from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
+from mindwatch.common.waits import wait_seconds
 from mindwatch.events.writer import EventFileWriter
 from mindwatch.run.ranks import rank_folder
 from mindwatch.tools.logs import LogParser, Point
@@ -142,7 +143,7 @@ def convert_logs(
                 break
             for writer in writers:
                 writer.flush()
-            time.sleep(interval)
+            time.sleep(wait_seconds(interval))
     except KeyboardInterrupt:
         pass
     finally:

@@ -40,6 +40,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from mindwatch.common.waits import wait_seconds
 from mindwatch.events.summaries import (
     bucket_histogram_value,
     histogram_value,
@@ -290,7 +291,7 @@ def convert_summaries(
                 break
             for run in runs.values():
                 run.writer.flush()
-            time.sleep(interval)
+            time.sleep(wait_seconds(interval))
     except KeyboardInterrupt:
         pass
     finally:

@@ -39,6 +39,7 @@ from typing import Any, Callable, Optional, Protocol
 
 from mindwatch.alerts.model import Alert, likely_causes
 from mindwatch.common.i18n import _, set_language
+from mindwatch.common.waits import wait_seconds
 from mindwatch.config import AlertSettings
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
@@ -306,7 +307,7 @@ def watch(
             watcher.save()
             if once:
                 break
-            time.sleep(interval)
+            time.sleep(wait_seconds(interval))
     except KeyboardInterrupt:
         pass
     if dispatcher is not None:

@@ -1,0 +1,174 @@
+"""Malformed webhook URLs (issue 20, item 9), against a real local HTTP server.
+
+A URL in the config is checked when the config is built (a ConfigError naming the key
+path and the fix, the URL masked); one from a ``url_env`` variable is checked when
+delivery starts (one warning naming the variable, never its value); a delivery that
+fails says why, once per notifier, and later failures are counted.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import math
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+import mindwatch
+from mindwatch.alerts import Alert
+from mindwatch.alerts.notify import Dispatcher, build_notifier
+from mindwatch.config import ConfigError, DeliverySettings, MonitorConfig, NotifierSettings
+from tests.hostile.promise import config_error, mindwatch_warnings, one_warning
+
+TOKEN = "tok-7c3e9d1f0a"  # an access token: must never be shown
+
+
+class Failing(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with HTTP 500 (and counts them)."""
+
+    posts: ClassVar[int] = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).posts += 1
+        self.send_response(500)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def failing_server() -> Iterator[str]:
+    Failing.posts = 0
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+def alert(step: int) -> Alert:
+    return Alert(
+        rule="nonfinite",
+        severity="critical",
+        metric="train/loss",
+        value=math.nan,
+        step=step,
+        message="train/loss is nan",
+    )
+
+
+BAD_URLS = {
+    "no scheme": f"oapi.dingtalk.com/robot/send?access_token={TOKEN}",
+    "port not a number": f"http://hooks.example:abc/{TOKEN}",
+    "a space": f"https://hooks.example/{TOKEN} x",
+    "a line break": f"https://hooks.example/{TOKEN}\n",
+    "file scheme": f"file:///etc/{TOKEN}",
+    "no host": f"https:///{TOKEN}",
+    "port out of range": f"http://hooks.example:99999/{TOKEN}",
+    "port 0": f"http://hooks.example:0/{TOKEN}",
+    "broken IPv6": f"http://[::1/{TOKEN}",
+}
+
+
+@pytest.mark.parametrize("url", BAD_URLS.values(), ids=BAD_URLS.keys())
+def test_a_malformed_webhook_url_is_refused_naming_the_key_not_the_url(url: str) -> None:
+    config = {"alerts": {"notify": [{"kind": "webhook"}, {"kind": "dingtalk", "url": url}]}}
+    config["alerts"]["notify"][0]["url"] = "https://hooks.example/ok"
+    with pytest.raises(ConfigError) as info:
+        MonitorConfig.from_dict(config)
+    message = config_error(info, "alerts.notify.1.url", "'***'")
+    assert TOKEN not in message
+    assert "hooks.example" not in message
+    assert "https://" in message or "one line" in message or "port" in message  # the fix
+
+
+def test_a_good_webhook_url_is_accepted() -> None:
+    for url in ("https://oapi.dingtalk.com/robot/send?access_token=x", "http://127.0.0.1:8080/h"):
+        MonitorConfig.from_dict({"alerts": {"notify": [{"kind": "dingtalk", "url": url}]}})
+
+
+def test_a_malformed_url_in_a_variable_is_said_once_at_start_naming_the_variable(
+    tmp_path: Path,
+    failing_server: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The server's address without http://: urllib raised ValueError at every alert,
+    # and the log said "webhook notifier ... failed: ValueError" each time.
+    monkeypatch.setenv("MW_TEST_HOOK", f"{failing_server}/hook?token={TOKEN}")
+    caplog.set_level(logging.WARNING)
+    config = {
+        "print_every": 0,
+        "alerts": {
+            "cooldown_steps": 0,
+            "notify": [{"kind": "webhook", "url_env": "MW_TEST_HOOK"}],
+            "delivery": {"retries": 0, "timeout": 2},
+        },
+    }
+    mon = mindwatch.Monitor(tmp_path, config)
+    at_start = mindwatch_warnings(caplog.records)
+    assert len(at_start) == 1, at_start
+    warning = at_start[0]
+    for said in ("MW_TEST_HOOK", "must start with https://", "fix the variable"):
+        assert said in warning, warning
+    for step in range(1, 4):
+        mon.log_step(step, loss=math.nan)
+    mon.close()
+    about_delivery = [w for w in mindwatch_warnings(caplog.records) if "notifier" in w]
+    assert about_delivery == [warning]  # not once per alert (the alerts are logged too)
+    assert Failing.posts == 0  # never sent to a malformed address
+    for text in [*mindwatch_warnings(caplog.records), (tmp_path / "run.json").read_text()]:
+        assert TOKEN not in text
+        assert failing_server not in text
+    notes = json.loads((tmp_path / "run.json").read_text())["notifications"]
+    assert (notes["failed"], notes["sent"]) == (3, 0)
+
+
+def test_a_failing_endpoint_is_reported_once_with_the_reason_then_counted(
+    failing_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    url = f"http://{failing_server}/hook?token={TOKEN}"
+    notifier = build_notifier(NotifierSettings(kind="webhook", url=url), 2.0)
+    dispatcher = Dispatcher([notifier], DeliverySettings(timeout=2.0, retries=1, backoff=0.01))
+    for step in range(1, 5):
+        dispatcher.submit(alert(step))
+    dispatcher.close(timeout=30)
+    message = one_warning(caplog.records, "HTTP 500", "after 2 attempts", "counted")
+    assert TOKEN not in message
+    assert url not in message
+    assert (dispatcher.failed, dispatcher.sent, Failing.posts) == (4, 0, 8)
+
+
+class Buggy(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_notifier_bug_is_said_once_with_its_reason_redacted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url = f"https://hooks.example/{TOKEN}"
+    notifier = build_notifier(NotifierSettings(kind="slack", url=url), 1.0)
+
+    def broken(alert: Any) -> None:  # a bug that quotes the URL in its message
+        raise ValueError(f"cannot post to {url}")
+
+    notifier.send = broken  # type: ignore[method-assign]
+    caplog.set_level(logging.WARNING)
+    dispatcher = Dispatcher([notifier], DeliverySettings(retries=0))
+    for step in (1, 2, 3):
+        dispatcher.submit(alert(step))
+    dispatcher.close(timeout=10)
+    message = one_warning(caplog.records, "slack notifier", "ValueError", "cannot post to ***")
+    assert TOKEN not in message
+    assert "hooks.example" not in message
+    assert dispatcher.failed == 3
