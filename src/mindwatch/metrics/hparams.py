@@ -4,7 +4,9 @@ TensorBoard takes bool, number and string values under flat names. Nested mappin
 (as in a YAML config) are flattened with dots (``optimizer.lr``); lists, tuples and
 None become their string form, so they can still be compared; numpy scalars become
 Python numbers. Anything else is a TypeError naming the key: a silently stringified
-object would show a useless ``<object at 0x...>`` in the dashboard.
+object would show a useless ``<object at 0x...>`` in the dashboard. Secrets are masked
+(:mod:`mindwatch.common.redact`: the value of ``api_key``, a URL's token): the dashboard
+and ``run.json`` are shared.
 """
 
 from __future__ import annotations
@@ -12,13 +14,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Union
 
+from mindwatch.common.redact import redact_value
+
 __all__ = ["HParamValue", "flatten_hparams"]
 
 HParamValue = Union[bool, int, float, str]
 
 
 def _value(key: str, value: Any) -> HParamValue:
-    if isinstance(value, (bool, int, float, str)):
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (a file name's bytes, as Python decodes them) cannot be
+            # written: it becomes '?' rather than failing the run.
+            return value.encode("utf-8", "replace").decode("utf-8")
+        return value
+    if isinstance(value, (bool, int, float)):
         return value
     if value is None or isinstance(value, (list, tuple)):
         return str(value)
@@ -41,5 +53,5 @@ def flatten_hparams(hparams: Mapping[str, Any], prefix: str = "") -> dict[str, H
         if isinstance(value, Mapping):
             flat.update(flatten_hparams(value, f"{name}."))
         else:
-            flat[name] = _value(name, value)
+            flat[name] = redact_value(_value(name, value), name)
     return flat
