@@ -155,14 +155,15 @@ def _integer(text: str) -> Union[int, float]:
 
 
 def parse_json(data: bytes) -> tuple[Any, Optional[str]]:
-    """``data`` parsed as JSON (NotASideFileError says why it cannot be), and a note when bytes
-    that are not UTF-8 were replaced to parse it."""
-    note = None
+    """``data`` parsed as JSON (NotASideFileError says why it cannot be), and a note when
+    bytes that are not UTF-8 were replaced to parse it (bytes are counted from 1)."""
+    note = binary = None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         text = data.decode("utf-8", "replace")
-        note = f"not valid UTF-8 (byte {exc.start}); the bad bytes were replaced"
+        binary = f"byte {exc.start + 1} is not UTF-8"
+        note = f"{binary}; the bad bytes were replaced"
     if text.startswith("\ufeff"):  # a BOM from an editor on Windows: not an error
         text = text[1:]
     try:
@@ -170,7 +171,8 @@ def parse_json(data: bytes) -> tuple[Any, Optional[str]]:
     except RecursionError:
         raise NotASideFileError(f"not JSON (nested deeper than {MAX_DEPTH} levels)") from None
     except ValueError as exc:
-        raise NotASideFileError(f"not JSON ({exc})") from None
+        why = f"binary, not JSON ({binary})" if binary else f"not JSON ({exc})"
+        raise NotASideFileError(why) from None
     return _clean(value, 0), note
 
 
