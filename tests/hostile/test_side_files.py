@@ -148,7 +148,7 @@ def canonical(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return json_float(value)
     if isinstance(value, int) and not isinstance(value, bool) and len(str(abs(value))) > 64:
-        return canonical(float(value))
+        return canonical(float(str(value)))  # inf beyond a double, as JSON reads it
     if isinstance(value, str):
         return value.encode("utf-8", "replace").decode("utf-8")
     if isinstance(value, dict):
@@ -339,6 +339,7 @@ LINES = st.lists(
 @PROPERTY
 @given(lines=LINES)
 @example(lines=[b"\xff\xfe\x00\x01binary", "good"])
+@example(lines=[b"[" + b"2" * 320 + b"]", b'{"step": ' + b"9" * 5000 + b"}", "good"])
 @example(lines=["good", b'{"rule": "x", "severity": "info", "metric": "m", "step": "3"}'])
 @example(lines=[b'{"rule": "x", "severity": "fatal", "metric": "m", "step": 3, "message": ""}'])
 @example(lines=[b'{"rule": "x", "severity": "info", "metric": "m", "step": 3, "value": null}'])
