@@ -19,6 +19,7 @@ import mindwatch
 from mindwatch.cli import main
 from mindwatch.events.writer import EventFileWriter
 from mindwatch.metrics.smoothing import ema
+from mindwatch.run.record import RunRecord
 from mindwatch.tools.report_format import duration, metric_value, milliseconds, number, value
 from mindwatch.tools.report_tables import comparison_table, spread_rows
 from mindwatch.tools.summary import RunSummary, summarize
@@ -336,7 +337,9 @@ def test_comparison_table_marks_the_best_value_per_column(tmp_path: Path) -> Non
 
 
 def test_one_run_marks_nothing() -> None:
-    run = RunSummary("solo", Path("."), {}, {}, facts={"loss": {"final": 1.0, "best": 0.5}})
+    run = RunSummary(
+        "solo", Path("."), RunRecord(), {}, facts={"loss": {"final": 1.0, "best": 0.5}}
+    )
     table = comparison_table([run])
     assert table.best == {}
     assert table.rows == [["solo", "1.000", "0.5000", "-", "-"]]
@@ -383,7 +386,7 @@ def test_the_band_across_ranks_is_on_the_jobs_scale() -> None:
     run = RunSummary(
         name="job",
         folder=Path("."),
-        info={"world_size": 2},
+        info=RunRecord(world_size=2),
         series={
             "perf/samples_per_s": Series(steps, np.array([1000.0, 1010.0, 990.0])),
             "ranks/samples_per_s_min": Series(steps, np.array([450.0, 500.0, 480.0])),

@@ -3,6 +3,16 @@ ask of the training loop."""
 
 from mindwatch.alerts.control import Control, ControlKind
 from mindwatch.alerts.model import CAUSES, Alert, Severity, severity_rank
+from mindwatch.alerts.reading import read_alerts
 from mindwatch.alerts.sinks import AlertLog
 
-__all__ = ["CAUSES", "Alert", "AlertLog", "Control", "ControlKind", "Severity", "severity_rank"]
+__all__ = [
+    "CAUSES",
+    "Alert",
+    "AlertLog",
+    "Control",
+    "ControlKind",
+    "Severity",
+    "read_alerts",
+    "severity_rank",
+]

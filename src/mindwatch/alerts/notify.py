@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 from mindwatch.alerts.model import Alert, severity_label, severity_rank
 from mindwatch.common.i18n import _
+from mindwatch.common.redact import redact_text
 from mindwatch.common.waits import wait_seconds
 from mindwatch.config import AlertSettings, DeliverySettings, NotifierSettings
 from mindwatch.config.urls import webhook_url_problem
@@ -54,7 +55,7 @@ class NotifyError(RuntimeError):
     """A delivery failed; the message names the notifier, never its secrets."""
 
     def __init__(self, message: str, *, retry: bool = True) -> None:
-        super().__init__(message)
+        super().__init__(redact_text(message))  # an OS or HTTP reason may quote the URL
         self.retry = retry  # worth another attempt (not for HTTP 4xx other than 429)
 
 

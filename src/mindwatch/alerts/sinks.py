@@ -37,7 +37,9 @@ class AlertLog:
             if self.echo:
                 log.warning("mindwatch: %s", alert.line())
             try:
-                with open(self.path, "a", encoding="utf-8") as handle:
+                # backslashreplace: a lone surrogate in a tag (a file name's bytes) is
+                # written as its JSON escape instead of losing the alert
+                with open(self.path, "a", encoding="utf-8", errors="backslashreplace") as handle:
                     handle.write(alert.to_json() + "\n")
             except OSError as exc:
                 self._warn(

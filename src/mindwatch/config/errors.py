@@ -3,18 +3,19 @@
 :func:`describe` turns pydantic's validation errors into one :class:`ConfigError`
 message: the key path (renamed to the user's terms when the config came from a
 MindFormers YAML), the bad value with secrets masked (a notifier's URL, signing secret or
-password never appears in an error), what is allowed, and for a misspelt key the
-closest valid one.
+password never appears in an error: :func:`mindwatch.common.redact.masked`), what is
+allowed, and for a misspelt key the closest valid one.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Mapping
 from typing import Any, Union, get_args
 
 from pydantic import AliasChoices, BaseModel, ValidationError
+
+from mindwatch.common.redact import masked
 
 __all__ = ["ConfigError", "accepted_keys", "describe"]
 
@@ -49,30 +50,12 @@ def _model_at(root: type[BaseModel], loc: tuple[Union[int, str], ...]) -> type[B
 _UNION_MEMBERS = {"bool", "int", "float", "str"}
 
 
-_SECRET_KEYS = frozenset({"url", "secret", "password"})
-
-
-_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
-
-
-def _masked(value: Any, key: str = "") -> Any:
-    """``value`` with secrets replaced, at any depth: values of url/secret/password keys
-    and anything that looks like a URL (webhook URLs carry their access token)."""
-    if key in _SECRET_KEYS:
-        return "***"
-    if isinstance(value, str):
-        return _URL.sub("***", value)
-    if isinstance(value, Mapping):
-        return {k: _masked(v, str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_masked(v) for v in value]
-    return value
-
-
 def _shown(loc: tuple[Union[int, str], ...], value: Any) -> str:
     """A bad value for an error message, with secrets replaced (a notifier's URL,
-    signing secret or password never appears in an error)."""
-    return f"{_masked(value, str(loc[-1]) if loc else '')!r:.80}"
+    signing secret or password never appears in an error). The key is the last part of
+    ``loc`` that names one, not a union member pydantic appends (``str``)."""
+    key = next((str(p) for p in reversed(loc) if str(p) not in _UNION_MEMBERS), "")
+    return f"{masked(value, key)!r:.80}"
 
 
 def describe(

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from mindwatch.common.i18n import _
+from mindwatch.common.redact import redact_text, redact_url
 from mindwatch.common.waits import wait_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.exporter.families import PrometheusMetrics
@@ -118,22 +119,9 @@ def split_credentials(url: str) -> tuple[str, Optional[str], Optional[str]]:
 
 
 def shown_url(url: str) -> str:
-    """``url`` without a user name or password, for messages."""
-    clean, user, password = split_credentials(url)
-    if user is None and password is None:
-        return clean
-    scheme, rest = clean.split("://", 1)
-    return f"{scheme}://***@{rest}"
-
-
-def _redacted(text: str, url: str) -> str:
-    """``text`` (an exception's) with the credentials of ``url`` replaced by ``***``:
-    http.client quotes a host it cannot parse, password included."""
-    _clean, user, password = split_credentials(url)
-    for secret in (url, password, user):
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    """``url`` as messages show it: with its scheme, without its secrets
+    (:func:`mindwatch.common.redact.redact_url`: user and password, query values)."""
+    return redact_url(_with_scheme(url))
 
 
 def push_url(url: Optional[str], url_env: Optional[str]) -> Optional[str]:
@@ -232,7 +220,9 @@ class Pusher:
             "pushing the Prometheus metrics to {url} failed ({error}); training goes "
             "on and the next push tries again (prometheus.push)"
         )
-        error = _redacted(str(exc) or type(exc).__name__, self.url)
+        # http.client quotes a host it cannot parse, password included
+        known = (self.url, self._password, self._user)
+        error = redact_text(str(exc) or type(exc).__name__, known)
         self._warn("push", "mindwatch: %s", message.format(url=shown_url(self.url), error=error))
 
     def close(self, timeout: Optional[float] = None) -> None:

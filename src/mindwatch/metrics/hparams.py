@@ -5,7 +5,9 @@ TensorBoard takes bool, number and string values under flat names. Nested mappin
 None become their string form, so they can still be compared; numpy scalars become
 Python numbers; an int too large for a double (beyond about 1.8e308) keeps its digits
 as text. Anything else is a TypeError naming the key: a silently stringified
-object would show a useless ``<object at 0x...>`` in the dashboard.
+object would show a useless ``<object at 0x...>`` in the dashboard. Secrets are masked
+(:mod:`mindwatch.common.redact`: the value of ``api_key``, a URL's token): the dashboard
+and ``run.json`` are shared.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 from numbers import Number
 from typing import Any, Union
 
+from mindwatch.common.redact import redact_value
 from mindwatch.metrics.values import number
 
 __all__ = ["HParamValue", "flatten_hparams"]
@@ -21,15 +24,31 @@ __all__ = ["HParamValue", "flatten_hparams"]
 HParamValue = Union[bool, int, float, str]
 
 
+def _text(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a file name's bytes, as Python decodes them) cannot be
+        # written: it becomes '?' rather than failing the run.
+        return value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
+def _integer(value: int) -> Union[int, str]:
+    try:  # TensorBoard stores numbers as doubles
+        float(value)
+    except OverflowError:  # keeps its digits as text instead of failing when written
+        return str(value)
+    return value
+
+
 def _value(key: str, value: Any) -> HParamValue:
-    if isinstance(value, (bool, float, str)):
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, (bool, float)):
         return value
     if isinstance(value, int):
-        try:  # TensorBoard stores numbers as doubles
-            float(value)
-        except OverflowError:  # keeps its digits as text instead of failing when written
-            return str(value)
-        return value
+        return _integer(value)
     if isinstance(value, Number):  # Fraction, Decimal: as floats (complex: TypeError)
         return number(key, value)
     if value is None or isinstance(value, (list, tuple)):
@@ -53,5 +72,5 @@ def flatten_hparams(hparams: Mapping[str, Any], prefix: str = "") -> dict[str, H
         if isinstance(value, Mapping):
             flat.update(flatten_hparams(value, f"{name}."))
         else:
-            flat[name] = _value(name, value)
+            flat[name] = redact_value(_value(name, value), name)
     return flat

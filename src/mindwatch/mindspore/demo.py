@@ -28,8 +28,8 @@ from typing import Any, Optional
 import numpy as np
 
 from mindwatch.mindspore.demo_summary import print_summary, say
-from mindwatch.run.info import read_run_info
 from mindwatch.run.layout import make_run_dir
+from mindwatch.run.record import read_run_info
 
 __all__ = ["WarmupCosineLR", "launch_workers", "make_dataset", "make_network", "run_demo"]
 
@@ -289,7 +289,7 @@ def launch_workers(
             if process.poll() is None:  # interrupted: do not leave the workers behind
                 process.terminate()
                 process.wait(30)
-    status = str(read_run_info(folder).get("status", "missing"))
+    status = read_run_info(folder).status or "missing"
     if status != "finished":
         raise RuntimeError(
             f"the {workers}-worker demo did not finish (run.json status: {status}); "

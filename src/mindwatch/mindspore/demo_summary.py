@@ -8,7 +8,6 @@ so it can be copied.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shlex
@@ -22,12 +21,13 @@ from typing import Any, Optional
 import numpy as np
 
 from mindwatch.alerts.model import severity_label
+from mindwatch.alerts.reading import read_alerts
 from mindwatch.common.i18n import _
 from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
-from mindwatch.run.info import read_run_info
 from mindwatch.run.layout import ALERTS_FILE
+from mindwatch.run.record import read_run_info
 
-__all__ = ["alert_lines", "print_summary", "read_alerts", "say", "step_time_line"]
+__all__ = ["alert_lines", "print_summary", "say", "step_time_line"]
 
 WIDTH = 80  # the demo's own lines are wrapped to fit a standard terminal
 
@@ -70,23 +70,6 @@ def _curve_groups(tags: list[str]) -> str:
     order = first + sorted(set(groups) - set(first))
     listed = ", ".join(f"{g}/ {groups[g]}" for g in order)
     return _("{count} curves: {groups}").format(count=len(tags), groups=listed)
-
-
-def read_alerts(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's alerts, from its ``alerts.jsonl`` (a damaged line is skipped)."""
-    try:
-        lines = (run_dir / ALERTS_FILE).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    alerts = []
-    for line in lines:
-        try:
-            alert = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(alert, dict):
-            alerts.append(alert)
-    return alerts
 
 
 def alert_lines(alerts: list[dict[str, Any]], shown: int = 3) -> list[str]:
@@ -153,9 +136,9 @@ def print_summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None
     evals = points("eval/loss")
     if evals:
         say("eval/loss: " + ", ".join(f"{v:.4f}@{s}" for s, v in evals), indent="  ")
-    for line in alert_lines(read_alerts(run_dir)):
+    for line in alert_lines(read_alerts(run_dir / ALERTS_FILE)):
         say(line, indent="  ")
-    nonfinite = read_run_info(run_dir).get("nonfinite")
+    nonfinite = read_run_info(run_dir).nonfinite
     if nonfinite:
         say(_("non-finite values: {values}").format(values=nonfinite), indent="  ")
     say(_curve_groups(sorted(tags)), indent="  ")

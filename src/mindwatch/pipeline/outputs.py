@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mindwatch.alerts import AlertLog, Control
+from mindwatch.common.redact import redact_value
 from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import EventFileWriter, LogDirError, WriterStats
 from mindwatch.exporter import RunExporter
@@ -131,8 +132,9 @@ def open_writer(folder: Path, config: MonitorConfig) -> EventFileWriter:
 
 
 def config_markdown(config: Mapping[str, Any]) -> str:
-    """The effective config as a TEXT entry (TensorBoard renders markdown)."""
-    body = json.dumps(dict(config), indent=2, sort_keys=True, default=str)
+    """The effective config as a TEXT entry (TensorBoard renders markdown), without its
+    secrets (:func:`~mindwatch.common.redact.redact_value`)."""
+    body = json.dumps(redact_value(dict(config)), indent=2, sort_keys=True, default=str)
     return "Effective mindwatch configuration:\n\n```json\n" + body + "\n```"
 
 

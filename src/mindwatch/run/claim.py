@@ -36,10 +36,11 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-from mindwatch.run.info import process_alive, read_run_info
+from mindwatch.run.info import process_alive
 from mindwatch.run.layout import RUN_FILE, has_event_files
+from mindwatch.run.record import Attempt, read_run_file
 
 __all__ = ["Claim", "EarlierRun", "claim_run_dir", "earlier_run", "link_runs"]
 
@@ -61,11 +62,11 @@ class EarlierRun:
         return status + (f" (last step {self.last_step})" if self.last_step is not None else "")
 
 
-def _attempt_state(attempt: dict[str, Any]) -> str:
+def _attempt_state(attempt: Attempt) -> str:
     """An attempt's status, ``crashed`` for one still ``running`` whose process is gone."""
-    status = str(attempt.get("status") or "unknown")
-    here = attempt.get("host") == socket.gethostname()
-    if status == "running" and here and not process_alive(attempt.get("pid")):
+    status = attempt.status or "unknown"
+    here = attempt.host == socket.gethostname()
+    if status == "running" and here and not process_alive(attempt.pid):
         return "crashed"
     return status
 
@@ -76,20 +77,17 @@ def earlier_run(folder: Path, *, rank: int = 0) -> Optional[EarlierRun]:
     ``rank`` > 0: a run still ``running`` is this job's own (rank 0 started it), not an
     earlier one.
     """
-    info = read_run_info(folder)
-    attempts = [a for a in info.get("attempts") or [] if isinstance(a, dict)]
-    if attempts:
-        last = attempts[-1]
+    on_disk = read_run_file(folder, warn=False)  # a damaged one: RunInfo says so
+    info = on_disk.record
+    if info.attempts:
+        last = info.attempts[-1]
         status = _attempt_state(last)
         if status == "running" and rank > 0:
             return None
-        step = last.get("last_step", info.get("last_step"))
-        return EarlierRun(
-            status=status,
-            last_step=step if isinstance(step, int) else None,
-        )
-    if info:  # a run.json without attempts (hand-written or damaged): still a run
-        return EarlierRun(status=str(info.get("status") or "unknown"))
+        step = last.last_step if "last_step" in last.model_fields_set else info.last_step
+        return EarlierRun(status=status, last_step=step)
+    if on_disk.found:  # a run.json without attempts (hand-written or damaged): still a run
+        return EarlierRun(status=info.status or "unknown")
     if has_event_files(folder):
         return EarlierRun(status="unknown")
     return None
@@ -180,17 +178,18 @@ def link_runs(previous: Path, new: Path) -> None:
     """Record ``new`` in ``next_runs`` of the earlier run's ``run.json`` (atomically; a
     folder without one, or one that cannot be written, is left alone)."""
     path = previous / RUN_FILE
-    data = read_run_info(previous)
-    if not data:
+    on_disk = read_run_file(previous, warn=False)
+    if on_disk.raw is None:
         return
-    later = data.get("next_runs")
-    later = list(later) if isinstance(later, list) else []
+    later = list(on_disk.record.next_runs)
     if str(new) in later:
         return
-    data["next_runs"] = [*later, str(new)]
+    # The object as it was, with only the link added: what the schema does not know
+    # (or refused) is not this function's to drop.
+    data = {**on_disk.raw, "next_runs": [*later, str(new)]}
     tmp = path.with_name(f".{RUN_FILE}.{os.getpid()}.link.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as handle:
             json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
             handle.write("\n")
         os.replace(tmp, path)

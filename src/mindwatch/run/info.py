@@ -13,6 +13,16 @@ when training raised), each time atomically
 from a checkpoint keeps the crashed attempt (marked ``crashed`` when its process is
 gone) and adds its own, with the step it resumed at. Failing to write the file is a
 warning, never an error: it must not take training down.
+
+An existing ``run.json`` is read through its schema (:mod:`mindwatch.run.record`): a
+damaged one is never rewritten with worse data. This run starts a fresh one, keeping
+the attempts and links it could read, and the damaged file is kept next to it as
+``run.json.damaged``; one warning says so.
+
+Secrets never reach the file (:mod:`mindwatch.common.redact`): the command line is
+redacted (a webhook URL or ``--token X`` in ``argv``), so are the config and the extra
+fields (values under secret names, URLs' tokens), and every string once more when the
+file is written.
 """
 
 from __future__ import annotations
@@ -32,8 +42,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from mindwatch.common.redact import redact_argv, redact_strings, redact_value
 from mindwatch.common.warn import WarnOnce
 from mindwatch.run.layout import RUN_FILE
+from mindwatch.run.record import RunFile, read_run_file, read_run_info
 
 __all__ = ["PROCESS", "RunInfo", "package_versions", "process_alive", "read_run_info"]
 
@@ -46,15 +58,6 @@ _tmp_counter = itertools.count()
 # run.json keys linking the runs written into one folder one after the other.
 _LINKS = ("previous_run", "next_runs")
 _PACKAGES = ("mindwatch", "mindspore", "mindformers", "tensorboard", "numpy", "protobuf")
-
-
-def read_run_info(folder: Path) -> dict[str, Any]:
-    """A run folder's ``run.json``; empty if it is missing, damaged or being rewritten."""
-    try:
-        data = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def package_versions() -> dict[str, str]:
@@ -70,11 +73,11 @@ def package_versions() -> dict[str, str]:
 
 def process_alive(pid: Any) -> bool:
     """True if a process with this pid exists on this host."""
-    if not isinstance(pid, int) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: more than a pid_t holds
         return False
     except PermissionError:
         return True  # exists, owned by someone else
@@ -105,23 +108,27 @@ class RunInfo:
             "end_time": None,
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "argv": list(sys.argv),
+            "argv": redact_argv(sys.argv),
             "cwd": os.getcwd(),
             "logdir": str(logdir),
             "world_size": world_size,
             "rank": rank,
             "versions": package_versions(),
-            "config": dict(config),
+            "config": redact_value(dict(config)),
         }
         if extra:
-            self.data.update(extra)
+            self.data.update(redact_value(dict(extra)))
         self._warn = WarnOnce(log)
         self.data["process"] = PROCESS
-        on_disk = read_run_info(logdir)
+        on_disk = read_run_file(logdir, warn=False)
+        record = on_disk.record
+        links = {"previous_run": record.previous_run, "next_runs": list(record.next_runs)}
         for key in _LINKS:  # a resumed run keeps its links to the runs before and after it
-            if key in on_disk and key not in self.data:
-                self.data[key] = on_disk[key]
-        earlier = self._earlier_attempts()
+            if links[key] and key not in self.data:
+                self.data[key] = links[key]
+        earlier = self._earlier_attempts(on_disk)
+        if on_disk.problems:
+            self._start_afresh(on_disk, kept=len(earlier))
         if earlier and earlier[-1].get("process") == PROCESS:
             # The same process opened this folder again (e.g. Model.eval after training):
             # one attempt, not two.
@@ -141,22 +148,46 @@ class RunInfo:
         )
         return {key: self.data.get(key) for key in keys}
 
-    def _earlier_attempts(self) -> list[dict[str, Any]]:
+    @staticmethod
+    def _earlier_attempts(on_disk: RunFile) -> list[dict[str, Any]]:
         """Attempts recorded by earlier processes writing this folder (resumes).
 
         An attempt still marked ``running`` whose process is gone is ``crashed``.
         """
-        attempts = read_run_info(self.path.parent).get("attempts") or []
-        if not isinstance(attempts, list):
-            return []
+        attempts = [a.model_dump() for a in on_disk.record.attempts]
         for attempt in attempts:
-            if isinstance(attempt, dict) and attempt.get("status") == "running":
+            if attempt.get("status") == "running":
                 same_host = attempt.get("host") == socket.gethostname()
                 pid = attempt.get("pid")
                 reused = pid == os.getpid() and attempt.get("process") != PROCESS
                 if same_host and (reused or not process_alive(pid)):
                     attempt["status"] = "crashed"
-        return [a for a in attempts if isinstance(a, dict)]
+        return attempts
+
+    def _start_afresh(self, on_disk: RunFile, *, kept: int) -> None:
+        """A damaged ``run.json`` is kept aside (``run.json.damaged``), never rewritten
+        with less than it held; one warning says what was wrong and what was kept."""
+        aside = self.path.with_name(self.path.name + ".damaged")
+        moved = "the damaged one is replaced"  # a FIFO, a device, a link: not data
+        try:
+            if self.path.is_dir() and not self.path.is_symlink():
+                moved = "a folder is in its place, so it cannot be written"
+            elif self.path.is_file() and not self.path.is_symlink():
+                os.replace(self.path, aside)
+                moved = f"the damaged one is kept as {aside.name}"
+        except OSError as exc:
+            moved = f"the damaged one could not be kept aside ({exc.strerror or exc})"
+        links = [key for key in _LINKS if key in self.data]
+        what = [f"{kept} earlier attempt(s)"] if kept else []
+        what += ["the links to the other runs"] if links else []
+        keeping = f", keeping {' and '.join(what)}" if what else ""
+        log.warning(
+            "mindwatch: %s: %s; this run writes a fresh one%s, and %s",
+            self.path,
+            "; ".join(on_disk.problems),
+            keeping,
+            moved,
+        )
 
     def update(self, **fields: Any) -> None:
         self.data.update(fields)
@@ -172,13 +203,16 @@ class RunInfo:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
         # A later run into the same folder may have recorded itself meanwhile
         # (mindwatch.run.claim.link_runs): keep it.
-        later = read_run_info(self.path.parent).get("next_runs")
-        if isinstance(later, list):
+        later = read_run_file(self.path.parent, warn=False).record.next_runs
+        if later:
             known = self.data.setdefault("next_runs", [])
             known.extend(run for run in later if run not in known)
         try:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                json.dump(self.data, handle, indent=2, ensure_ascii=False, default=str)
+            # backslashreplace: a lone surrogate (argv bytes that are not UTF-8) is
+            # written as the JSON escape it is, instead of failing the write
+            with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as handle:
+                data = redact_strings(self.data)
+                json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
                 handle.write("\n")
             os.replace(tmp, self.path)
         except OSError as exc:

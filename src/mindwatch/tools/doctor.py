@@ -20,7 +20,8 @@ from typing import Literal, Optional
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import event_files, find_runs
 from mindwatch.mssummary.format import is_summary_file
-from mindwatch.run.info import process_alive, read_run_info
+from mindwatch.run.info import process_alive
+from mindwatch.run.record import RunFile, read_run_file
 
 __all__ = ["Finding", "diagnose"]
 
@@ -294,9 +295,26 @@ def _same_named(root: Path, name: str, exclude: Path, depth: int = 4) -> list[Pa
     return found
 
 
+def _damaged(name: str, run_file: RunFile) -> list[Finding]:
+    """A ``run.json`` that could not be read whole: what was ignored, and why."""
+    if not run_file.problems:
+        return []
+    ignored = "the rest of it is used" if run_file.found else "it is ignored"
+    return [
+        Finding(
+            f"run {name}",
+            "warning",
+            f"{run_file.path}: {'; '.join(run_file.problems)}; {ignored}",
+            "the tools read what they can; the next run written into this folder (a "
+            "resume) starts a fresh run.json and keeps this one as run.json.damaged",
+        )
+    ]
+
+
 def _run(name: str, folder: Path) -> list[Finding]:
-    findings: list[Finding] = []
-    info = read_run_info(folder)
+    run_file = read_run_file(folder, warn=False)  # its problems are a finding here
+    findings: list[Finding] = _damaged(name, run_file)
+    info = run_file.record
     newest = max((folder / f).stat().st_mtime for f in event_files(folder))
     age = time.time() - newest
     status = info.get("status")
@@ -335,13 +353,12 @@ def _run(name: str, folder: Path) -> list[Finding]:
                 + "; ".join(mixed.split_commands()),
             )
         )
-    config = info.get("config") or {}
-    hparams = info.get("hparams") or {}
-    every = config.get("collect_freq")
-    if status in ("finished", "terminated", "failed") and info.get("steps_logged") == 0:
+    hparams = info.hparams
+    every = info.config.collect_freq
+    if status in ("finished", "terminated", "failed") and info.steps_logged == 0:
         why = (
             f"collect_freq {every} skipped every step the run took"
-            if isinstance(every, int) and every > 1
+            if every is not None and every > 1
             else "no training step reached the monitor"
         )
         findings.append(

@@ -160,7 +160,7 @@ def _loss(ax: Any, runs: Sequence[RunSummary]) -> None:
         if evals is not None and len(evals):
             ax.plot(evals.steps, evals.values, "o--", color=_color(i), ms=3, lw=0.8)
         loss = run.get("train/loss")
-        steps = [float(a["step"]) for a in run.alerts if isinstance(a.get("step"), int)]
+        steps = [float(a["step"]) for a in run.alerts]  # an int: mindwatch.alerts.reading
         if steps and loss is not None:
             y = np.interp(steps, loss.steps, np.nan_to_num(loss.values, nan=0.0))
             ax.plot(steps, y, "v", color="#d62728", ms=6, zorder=5)

@@ -176,7 +176,7 @@ def _alert_marks(b: _Builder, i: int, row: int) -> None:
     """Run ``i``'s alerts as markers along the top of the loss chart, on an axis of
     their own (0..1, fixed): on the curve, the line's points would win the hover and
     hide the message; up there the marker wins, and zooming keeps them in view."""
-    alerts = [a for a in b.runs[i].alerts if isinstance(a.get("step"), int)]
+    alerts = b.runs[i].alerts  # each with an int step: mindwatch.alerts.reading
     if not alerts:
         return
     template = _("{severity} · {rule}, step {step}: {message}")

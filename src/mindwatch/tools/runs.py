@@ -36,7 +36,6 @@ stop the others.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -51,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from mindwatch.run.info import process_alive as pid_alive
 from mindwatch.run.layout import EVENT_FILE_PREFIX, RUN_FILE
+from mindwatch.run.record import RunRecord, read_run_info
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -156,46 +156,36 @@ def _scan(path: Path) -> tuple[int, float]:
     return size, newest or path.lstat().st_mtime
 
 
-def _read_info(path: Path) -> Optional[dict[str, Any]]:
-    try:
-        info = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        log.warning("mindwatch runs: cannot read %s: %s", path / RUN_FILE, exc)
-        return None
-    return info if isinstance(info, dict) else None
-
-
-def _status(info: Optional[dict[str, Any]], age: float, host: str) -> str:
-    recorded = info.get("status") if info else None
+def _status(info: RunRecord, age: float, host: str) -> str:
+    recorded = info.status
     if recorded in ("finished", "terminated", "failed"):
         return str(recorded)
-    if recorded != "running" or info is None:
+    if recorded != "running":
         return "unknown"
-    if info.get("host") == host:
-        return "running" if pid_alive(info.get("pid")) else "crashed"
+    if info.host == host:
+        return "running" if pid_alive(info.pid) else "crashed"
     return "running" if age < STALE_SECS else "stale"
 
 
-def _start_time(info: Optional[dict[str, Any]]) -> Optional[float]:
+def _start_time(info: RunRecord) -> Optional[float]:
+    if info.start_time is None:
+        return None
     try:
-        return datetime.fromisoformat(str(info["start_time"])).timestamp() if info else None
-    except (KeyError, TypeError, ValueError):
+        return datetime.fromisoformat(info.start_time).timestamp()
+    except (ValueError, OverflowError, OSError):  # not a time, or one no clock can show
         return None
 
 
 def _load(root: Path, path: Path, now: float, host: str, active_secs: float) -> Run:
-    info = _read_info(path)
+    info = read_run_info(path)
     size, last_update = _scan(path)
     age = now - last_update
     status = _status(info, age, host)
-    steps = info.get("last_step") if info else None
     return Run(
         path=path,
         name=path.relative_to(root).as_posix(),
         status=status,
-        steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else None,
+        steps=info.last_step,
         start_time=_start_time(info),
         last_update=last_update,
         size=size,

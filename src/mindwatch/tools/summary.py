@@ -14,20 +14,21 @@ the numbers describe the run rather than one moment of it:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
+from mindwatch.alerts.reading import read_alerts
 from mindwatch.common.i18n import N_
 from mindwatch.common.json_values import json_float
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import find_runs
 from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
-from mindwatch.run.info import read_run_info
+from mindwatch.run.layout import ALERTS_FILE
 from mindwatch.run.ranks import rank_of_run
+from mindwatch.run.record import RunRecord, read_run_info
 from mindwatch.tools.report_format import milliseconds
 from mindwatch.tools.warmup import FACTOR, warmup_points
 
@@ -68,7 +69,7 @@ class RunSummary:
 
     name: str
     folder: Path
-    info: dict[str, Any]
+    info: RunRecord  # its run.json (empty without one)
     series: dict[str, Series]
     alerts: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
@@ -104,22 +105,6 @@ def _stats(values: np.ndarray[Any, Any]) -> Optional[dict[str, float]]:
     }
 
 
-def _alerts(path: Path) -> list[dict[str, Any]]:
-    alerts = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            alert = json.loads(line)
-        except ValueError:
-            continue  # a line still being written, or damage: skip it
-        if isinstance(alert, dict):
-            alerts.append(alert)
-    return alerts
-
-
 def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
     """One :class:`RunSummary` per run in ``frame`` (``read_scalars`` output).
 
@@ -141,7 +126,7 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
             folder=folder,
             info=read_run_info(folder),
             series=series,
-            alerts=_alerts(folder / "alerts.jsonl"),
+            alerts=read_alerts(folder / ALERTS_FILE),
         )
         run.facts = _clean(_facts(run, group))
         mixed = mixed_runs(folder)
@@ -189,13 +174,13 @@ def before_first_stamp(run: RunSummary) -> float:
 def _facts(run: RunSummary, group: pd.DataFrame) -> dict[str, Any]:
     info = run.info
     facts: dict[str, Any] = {
-        "status": info.get("status"),
-        "world_size": info.get("world_size", 1),
-        "start_time": info.get("start_time"),
-        "end_time": info.get("end_time"),
+        "status": info.status,
+        "world_size": info.world_size or 1,
+        "start_time": info.start_time,
+        "end_time": info.end_time,
         "points": len(group),
         "tags": len(run.series),
-        "hparams": info.get("hparams") or {},
+        "hparams": dict(info.hparams),
     }
     walls = group["wall_time"].to_numpy()
     if len(walls):
@@ -342,8 +327,7 @@ def throughput_band(
     low, high = run.get(f"ranks/{name}_min"), run.get(f"ranks/{name}_max")
     if low is None or high is None or not len(low) or len(low) != len(high):
         return None
-    ranks = run.facts.get("world_size") or run.info.get("world_size") or 1
-    ranks = int(ranks) if isinstance(ranks, (int, float)) and ranks >= 1 else 1
+    ranks = run.info.world_size or 1
     return low.steps, low.values * ranks, high.values * ranks, ranks
 
 

@@ -12,7 +12,8 @@ event twice. It lives outside the watched folder (which may be read-only, shared
 synced), in the user's state folder: ``$XDG_STATE_HOME/mindwatch/watch/`` (default
 ``~/.local/state/mindwatch/watch/``), one file per watched folder named after its
 path (:func:`default_state_path`). A state file an older version left in the folder
-(``.mindwatch-watch.json``) is read once and then left alone.
+(``.mindwatch-watch.json``) is read once and then left alone. A damaged state is an
+error naming it (:mod:`mindwatch.tools.watch_state`).
 
 A run folder that mixes runs (:mod:`mindwatch.events.mixing`: a second run written
 into it without a resume marker, by an older version or another tool) is said so once,
@@ -35,7 +36,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 from mindwatch.alerts.model import Alert, likely_causes
 from mindwatch.common.i18n import _, set_language
@@ -46,13 +47,13 @@ from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
 from mindwatch.rules import RuleEngine
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
+from mindwatch.tools.watch_state import VERSION, SavedRun, load_state
 
 __all__ = ["STATE_FILE", "PollObserver", "Watcher", "default_state_path", "watch"]
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = ".mindwatch-watch.json"  # where versions before 0.2 kept it: in the folder
-_STATE_VERSION = 1
 _DONE = ("finished", "failed", "terminated")
 
 
@@ -110,24 +111,14 @@ class Watcher:
             set_language(self.settings.language)
         self.state_path = state_path
         self._runs: dict[str, _Run] = {}
-        self._saved: dict[str, Any] = {}
+        self._saved: dict[str, SavedRun] = {}
         if state_path is not None and state_path.exists():
-            self._saved = self._load(state_path)
+            self._saved = load_state(state_path, self.settings)
         elif state_path is not None and (logdir / STATE_FILE).is_file():
-            self._saved = self._load(logdir / STATE_FILE)  # an older version's, in the folder
-
-    def _load(self, path: Path) -> dict[str, Any]:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"cannot read the watch state '{path}': {exc}; delete it to start over "
-                "(alerts already reported may then be reported again)"
-            ) from exc
-        if not isinstance(data, dict) or data.get("version") != _STATE_VERSION:
-            raise ValueError(f"'{path}' is not a mindwatch watch state (version {_STATE_VERSION})")
-        runs = data.get("runs", {})
-        return runs if isinstance(runs, dict) else {}
+            try:  # an older version's, in the folder: not ours to delete
+                self._saved = load_state(logdir / STATE_FILE, self.settings)
+            except ValueError as exc:
+                log.warning("mindwatch watch: %s; it is ignored", exc)
 
     def _run(self, name: str, folder: Path) -> _Run:
         run = self._runs.get(name)
@@ -141,13 +132,13 @@ class Watcher:
         reader = RunReader(folder)
         run = _Run(name, folder, reader, engine)
         saved = self._saved.get(name)
-        if saved:
-            reader.seek(saved.get("offsets", {}), saved.get("plugins"))
-            engine.load_state_dict(saved.get("engine", {}))
-            run.last_wall = saved.get("last_wall")
-            run.last_step = saved.get("last_step")
-            run.stalled = bool(saved.get("stalled", False))
-            run.runs_seen = int(saved.get("runs_seen", 0))
+        if saved is not None:
+            reader.seek(saved.offsets, saved.plugins)
+            engine.load_state_dict(saved.engine)
+            run.last_wall = saved.last_wall
+            run.last_step = saved.last_step
+            run.stalled = saved.stalled
+            run.runs_seen = saved.runs_seen
         self._runs[name] = run
         return run
 
@@ -244,14 +235,13 @@ class Watcher:
     def _status(run: _Run) -> Optional[str]:
         # A rank's own folder (msrun) has no run.json: the run's folder above says it.
         folder = run.folder.parent if rank_of_run(run.name) is not None else run.folder
-        status = read_run_info(folder).get("status")
-        return str(status) if status else None
+        return read_run_info(folder).status
 
     def save(self) -> None:
         """Write the state file (atomically: a crash keeps the previous one)."""
         if self.state_path is None:
             return
-        runs = dict(self._saved)
+        runs = {name: saved.model_dump() for name, saved in self._saved.items()}
         for name, run in self._runs.items():
             runs[name] = {
                 "offsets": run.reader.offsets,
@@ -265,7 +255,7 @@ class Watcher:
         tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}.tmp")
         try:
             self.state_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"version": _STATE_VERSION, "runs": runs}), "utf-8")
+            tmp.write_text(json.dumps({"version": VERSION, "runs": runs}), "utf-8")
             os.replace(tmp, self.state_path)
         except OSError:
             with contextlib.suppress(OSError):

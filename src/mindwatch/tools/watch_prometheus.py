@@ -30,8 +30,9 @@ from typing import Any, Optional
 from mindwatch.alerts.model import Alert
 from mindwatch.events.reader import RunReader, Scalar
 from mindwatch.exporter import DEFAULT_PREFIX, RUN_STATUSES, PrometheusMetrics, RunSeries
-from mindwatch.run.info import process_alive, read_run_info
+from mindwatch.run.info import process_alive
 from mindwatch.run.ranks import rank_of_run
+from mindwatch.run.record import RunRecord, read_run_info
 
 __all__ = ["WatchExporter", "parse_address", "run_status", "series_name"]
 
@@ -65,13 +66,13 @@ def series_name(name: str, root_name: str) -> tuple[str, Optional[int]]:
     return (root_name if name == "." else name), rank
 
 
-def run_status(info: Mapping[str, Any], host: str) -> Optional[str]:
+def run_status(info: RunRecord, host: str) -> Optional[str]:
     """The status a ``run.json`` (``info``) records, ``crashed`` for a ``running`` run of
     this host whose process is gone; None without one or with a status we do not know."""
-    status = info.get("status")
-    if status == "running" and info.get("host") == host and not process_alive(info.get("pid")):
+    status = info.status
+    if status == "running" and info.host == host and not process_alive(info.pid):
         return "crashed"
-    return str(status) if status in RUN_STATUSES else None
+    return status if status in RUN_STATUSES else None
 
 
 class WatchExporter:
@@ -116,9 +117,8 @@ class WatchExporter:
                 status = run_status(info, self._host)
                 if status is not None:
                     series.set_status(status)
-                world = info.get("world_size")
-                if isinstance(world, int):
-                    series.set_world_size(world)
+                if info.world_size is not None:
+                    series.set_world_size(info.world_size)
         for gone in set(self._series) - {name for name, _ in runs}:
             label, rank = series_name(gone, self.root_name)
             self.metrics.forget(label, rank=rank)
