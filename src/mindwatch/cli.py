@@ -326,6 +326,7 @@ def watch_command(
             settings,
             state_path=state_path or default_state_path(root),
             on_notice=lambda text: click.echo(text, err=True),
+            on_info=lambda text: click.echo(text, err=True),
             observer=exporter,
         )
     except ValueError as exc:

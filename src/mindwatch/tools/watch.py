@@ -4,7 +4,10 @@ Every run below the folder (including runs that appear later, new files and rota
 ones) is read incrementally with :class:`~mindwatch.events.reader.RunReader`; each
 event's scalars go through the same :class:`~mindwatch.rules.RuleEngine` the training
 process uses. The ``stall`` rule is the watcher's own: a run still marked ``running``
-whose newest event is older than ``stall.seconds``.
+whose newest event is older than ``stall.seconds``. A run whose ``run.json`` says it
+ended (finished, failed, terminated) is never stalled, and a run whose folder vanished
+(deleted, moved, or left without event files) is forgotten, with an info line: it is
+not stalled, it is gone.
 
 The state (file offsets, rule state, cooldowns) is kept in a small JSON file, so
 ``--once`` from cron picks up where the previous call stopped and never reports an
@@ -90,7 +93,8 @@ class _Run:
 
 class Watcher:
     """Watch every run below ``logdir``; :meth:`poll` returns the new alerts. Notices that
-    are not alerts (a folder found mixing runs) go to ``on_notice`` (default: a warning)."""
+    are not alerts (a folder found mixing runs) go to ``on_notice`` (default: a warning),
+    facts worth a line (a run no longer there) to ``on_info`` (default: an info log)."""
 
     def __init__(
         self,
@@ -99,11 +103,13 @@ class Watcher:
         *,
         state_path: Optional[Path] = None,
         on_notice: Optional[Callable[[str], None]] = None,
+        on_info: Optional[Callable[[str], None]] = None,
         observer: Optional[PollObserver] = None,
     ) -> None:
         self.logdir = logdir
         self.observer = observer
         self.on_notice = on_notice or log.warning
+        self.on_info = on_info or log.info
         self.settings = settings or AlertSettings()
         if self.settings.language is not None:
             set_language(self.settings.language)
@@ -154,6 +160,7 @@ class Watcher:
         """Read what is new in every run, apply the rules, check for stalls."""
         alerts: list[Alert] = []
         found = find_runs(self.logdir)
+        self._forget_vanished({name for name, _ in found})
         for name, folder in found:
             run = self._run(name, folder)
             alerts += self._read(run)
@@ -163,6 +170,20 @@ class Watcher:
         if self.observer is not None:
             self.observer.polled(found, alerts, now)
         return alerts
+
+    def _forget_vanished(self, names: set[str]) -> None:
+        """Runs watched before (in this process, or in the saved state) that are no
+        longer below the folder: said once, and dropped with their state."""
+        for name in [n for n in dict.fromkeys([*self._runs, *self._saved]) if n not in names]:
+            run = self._runs.pop(name, None)
+            self._saved.pop(name, None)
+            folder = run.folder if run is not None else self.logdir / name
+            shown = run.engine.run if run is not None else name
+            why = "holds no event files any more" if folder.is_dir() else "is gone"
+            self.on_info(
+                f"mindwatch watch: {shown}: its folder {folder} {why} (deleted or moved); "
+                "it is no longer watched"
+            )
 
     def _mixing(self, run: _Run) -> None:
         """When files appeared: whether the folder now mixes runs; then say so, follow
