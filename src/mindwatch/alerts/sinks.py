@@ -37,6 +37,9 @@ class AlertLog:
             if self.echo:
                 log.warning("mindwatch: %s", alert.line())
             try:
+                # The run folder deleted or moved mid-run: made again, as the event
+                # writer makes it (mindwatch.events.writer), and the alerts go on there.
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 with open(self.path, "a", encoding="utf-8") as handle:
                     handle.write(alert.to_json() + "\n")
             except OSError as exc:

@@ -177,6 +177,9 @@ class RunInfo:
             known = self.data.setdefault("next_runs", [])
             known.extend(run for run in later if run not in known)
         try:
+            # The run folder deleted or moved mid-run: the event writer makes it again
+            # and goes on there (mindwatch.events.writer), and so does run.json.
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as handle:
                 json.dump(self.data, handle, indent=2, ensure_ascii=False, default=str)
                 handle.write("\n")
