@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindwatch.events.crc import crc32c
+from mindwatch.events.steporder import is_step_axis, steps_out_of_order
 
 __all__ = [
     "HParams",
@@ -117,6 +118,7 @@ class RecordReader:
         path: the file.
         offset: where to start (a previous reader's :attr:`offset`).
         max_record_bytes: longer lengths are treated as damage.
+        warn: warn about damage (off for callers that report it themselves).
     """
 
     def __init__(
@@ -125,10 +127,12 @@ class RecordReader:
         offset: int = 0,
         *,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        warn: bool = True,
     ) -> None:
         self.path = Path(path)
         self.offset = offset
         self.max_record_bytes = max_record_bytes
+        self.warn = warn
         self.stats = RecordStats()
         self._pending: Optional[list[Any]] = None  # the damaged region being passed
 
@@ -257,7 +261,7 @@ class RecordReader:
         if pending is None:
             return
         offset, length, what, number = pending
-        if number <= _WARNINGS_PER_FILE:
+        if self.warn and number <= _WARNINGS_PER_FILE:
             log.warning(
                 "mindwatch: %s: %s at byte offset %d; skipped %d bytes and read on%s",
                 self.path,
@@ -381,6 +385,7 @@ class RunReader:
         self.max_record_bytes = max_record_bytes
         self._readers: dict[str, RecordReader] = {}
         self._plugins: dict[str, str] = {}  # tag -> plugin name, from its first metadata
+        self._order_warned = False
 
     @property
     def offsets(self) -> dict[str, int]:
@@ -448,11 +453,14 @@ class RunReader:
 
         payloads: list[bytes] = []
         readers: list[RecordReader] = []
-        for name in event_files(self.folder):
+        files: list[int] = []  # the file of each payload, by its place in reading order
+        names = event_files(self.folder)
+        for place, name in enumerate(names):
             reader = self._reader(name)
             for payload in reader.read():
                 payloads.append(payload)
                 readers.append(reader)
+                files.append(place)
         fast = decode_uniform_groups(payloads)
         tag_index = {tag: i for i, tag in enumerate(fast.tags)}
         records: list[int] = []
@@ -514,11 +522,48 @@ class RunReader:
         table = np.empty(len(tag_index), dtype=object)
         for tag, i in tag_index.items():
             table[i] = tag
+        if not self._order_warned:
+            file_col = np.asarray(files, dtype=np.int64)[record[keep]]
+            self._warn_step_order(file_col, tag_col[order], step_col[keep], table, names)
         return (
             table[tag_col[order]] if len(table) else np.zeros(0, dtype=object),
             step_col[keep],
             wall_col[order],
             value_col[order],
+        )
+
+    def _warn_step_order(
+        self,
+        files: npt.NDArray[np.int64],
+        tags: npt.NDArray[np.int64],
+        steps: npt.NDArray[np.int64],
+        table: npt.NDArray[np.object_],
+        names: list[str],
+    ) -> None:
+        """Warn once if a tag's steps go back or repeat within one file (the points
+        TensorBoard keeps: purges applied), naming the file, the tag and the steps."""
+        if not len(steps):
+            return
+        axis = np.array([is_step_axis(str(tag)) for tag in table], dtype=bool)
+        on_steps = axis[tags]
+        groups = files[on_steps] * len(table) + tags[on_steps]
+        found = steps_out_of_order(groups, steps[on_steps])
+        if not found:
+            return
+        self._order_warned = True
+        first = found[0]
+        path = self.folder / names[first.group // len(table)]
+        others = len(found) - 1
+        log.warning(
+            "mindwatch: %s: %s, with no restart marker: TensorBoard draws the curve folding "
+            "back over itself and report/compare statistics mix both%s. A resumed run "
+            "should write the restart marker (mindwatch: resume_step=N; torch: "
+            "SummaryWriter(purge_step=N)), or each attempt its own folder; "
+            "`mindwatch doctor %s` says more",
+            path,
+            first.describe(str(table[first.group % len(table)])),
+            f" (and {others} more tag" + ("s" if others > 1 else "") + ")" if others else "",
+            self.folder,
         )
 
     def _items(self, event: Any) -> Iterator[Item]:
