@@ -247,6 +247,12 @@ def report_command(
                 "(mindwatch doctor shows how to split the folder)",
                 err=True,
             )
+        if run.facts.get("missing_steps"):
+            click.echo(
+                f"warning: {run.name}: {run.facts['missing_steps']}; the report shows what "
+                f"they hold (`mindwatch doctor {run.folder}` says why)",
+                err=True,
+            )
     try:
         written = write_report(runs, logdir, out, formats, static=static)
     except OSError as exc:

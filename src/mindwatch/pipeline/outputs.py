@@ -87,8 +87,9 @@ class Outputs:
             folders = sorted({str(w.logdir) for w in self.writers()})
             log.warning(
                 "mindwatch: %d points were dropped in all and are not in %s "
-                "(points_dropped in run.json; %d write errors; the first warning above "
-                "says why)",
+                "(points_dropped in run.json): a queue stayed full for longer than "
+                "max_block_secs (raise max_queue for bursts), or writes failed (%d write "
+                "errors); the first warning above says which",
                 stats.points_dropped,
                 ", ".join(folders) or "the event files",
                 stats.write_errors,

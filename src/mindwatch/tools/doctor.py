@@ -3,7 +3,8 @@
 Each check returns a :class:`Finding` with a verdict and, when something is wrong, the
 fix. Verdicts: ``ok``, ``info`` (worth knowing), ``warning`` and ``problem``; the command
 exits 1 when there is a warning or a problem, as the seeds' troubleshooting tables
-would have a person do by hand.
+would have a person do by hand. What the event files themselves hold, against what
+``run.json`` says they should, is checked in :mod:`mindwatch.tools.doctor_files`.
 """
 
 from __future__ import annotations
@@ -12,19 +13,20 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import event_files, find_runs
 from mindwatch.mssummary.format import is_summary_file
 from mindwatch.run.info import process_alive, read_run_info
+from mindwatch.tools.completeness import ENDED
+from mindwatch.tools.doctor_files import event_file_findings
+from mindwatch.tools.findings import Finding, Verdict
 
-__all__ = ["Finding", "diagnose"]
+__all__ = ["Finding", "Verdict", "diagnose"]
 
-Verdict = Literal["ok", "info", "warning", "problem"]
 STALE_SECS = 3600.0
 LOW_DISK_BYTES = 1 << 30
 _SEARCH_BUDGET = 5000  # folders visited when looking for a misplaced logdir
@@ -41,14 +43,6 @@ _NETWORK_FS = (
     "beegfs",
     "gpfs",
 )
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    verdict: Verdict
-    message: str
-    fix: str = ""
 
 
 def diagnose(logdir: Optional[Path], config: Optional[Path] = None) -> list[Finding]:
@@ -300,9 +294,11 @@ def _run(name: str, folder: Path) -> list[Finding]:
     newest = max((folder / f).stat().st_mtime for f in event_files(folder))
     age = time.time() - newest
     status = info.get("status")
+    ended = status in ENDED
     if status == "running":
         same_host = info.get("host") == socket.gethostname()
         if same_host and not process_alive(info.get("pid")):
+            ended = True
             findings.append(
                 Finding(
                     f"run {name}",
@@ -323,6 +319,7 @@ def _run(name: str, folder: Path) -> list[Finding]:
                     "mindwatch watch reports stalls",
                 )
             )
+    findings += event_file_findings(name, folder, info, ended=ended, now=time.time())
     mixed = mixed_runs(folder)
     if mixed is not None:
         findings.append(

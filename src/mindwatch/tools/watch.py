@@ -48,6 +48,7 @@ from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
 from mindwatch.rules import RuleEngine
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
+from mindwatch.tools.completeness import ENDED, steps_gap
 
 __all__ = ["STATE_FILE", "PollObserver", "Watcher", "default_state_path", "watch"]
 
@@ -55,7 +56,6 @@ log = logging.getLogger(__name__)
 
 STATE_FILE = ".mindwatch-watch.json"  # where versions before 0.2 kept it: in the folder
 _STATE_VERSION = 1
-_DONE = ("finished", "failed", "terminated")
 
 
 def default_state_path(logdir: Path) -> Path:
@@ -89,6 +89,7 @@ class _Run:
     last_step: Optional[int] = None
     stalled: bool = False
     runs_seen: int = 0  # runs found mixed in the folder so far (1: not mixed)
+    ended: bool = False  # its run.json said it ended, and its steps were checked
 
 
 class Watcher:
@@ -153,6 +154,7 @@ class Watcher:
             run.last_step = saved.get("last_step")
             run.stalled = bool(saved.get("stalled", False))
             run.runs_seen = int(saved.get("runs_seen", 0))
+            run.ended = bool(saved.get("ended", False))
         self._runs[name] = run
         return run
 
@@ -227,7 +229,25 @@ class Watcher:
             run.stalled = False  # new data: a stall can be reported again later
         if step is not None:
             alerts += self._observe(run, step, values, wall)
+        if not run.ended:
+            self._ended(run)
         return alerts
+
+    def _ended(self, run: _Run) -> None:
+        """Once a run's run.json says it ended (so its files are complete): whether they
+        hold the steps it says it logged; said once if not."""
+        if rank_of_run(run.name) is not None:
+            return  # run.json describes the run's own folder, not a rank's
+        info = read_run_info(run.folder)
+        if info.get("status") not in ENDED:
+            return
+        run.ended = True
+        gap = steps_gap(info, run.last_step, None)
+        if gap is not None:
+            self.on_notice(
+                f"mindwatch watch: {run.engine.run}: {gap.describe()}; the rules saw what "
+                f"they hold (`mindwatch doctor {run.folder}` says why)"
+            )
 
     def _observe(self, run: _Run, step: int, values: dict[str, float], wall: float) -> list[Alert]:
         if self.observer is not None:
@@ -239,7 +259,7 @@ class Watcher:
         if not settings.enabled or run.stalled or run.last_wall is None:
             return []
         idle = now - run.last_wall
-        if idle <= settings.seconds or self._status(run) in _DONE:
+        if idle <= settings.seconds or self._status(run) in ENDED:
             return []
         run.stalled = True
         minutes = idle / 60
@@ -281,6 +301,7 @@ class Watcher:
                 "last_step": run.last_step,
                 "stalled": run.stalled,
                 "runs_seen": run.runs_seen,
+                "ended": run.ended,
             }
         tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}.tmp")
         try:
