@@ -641,6 +641,9 @@ def tensorboard_command(
         runs = tb.check_logdir(logdir)
     except tb.BoardError as exc:
         raise InputError(str(exc)) from exc
+    empty = tb.nothing_to_show(logdir, runs)
+    if empty:
+        click.echo(f"warning: {empty}", err=True)
     try:
         with tb.serve(logdir, host=host, port=port) as server:
             url = tb.board_url(
