@@ -15,7 +15,6 @@ import urllib.request
 from pathlib import Path
 
 import mindwatch
-from mindwatch.tools.board import nothing_to_show
 from tests.hostile.promise import no_traceback
 
 MINDWATCH = str(Path(sys.executable).with_name("mindwatch"))
@@ -52,6 +51,8 @@ def test_an_only_event_file_that_is_empty_is_said_before_serving(tmp_path: Path)
 
 def test_header_only_files_are_said_and_one_file_with_data_is_enough(tmp_path: Path) -> None:
     from torch.utils.tensorboard import SummaryWriter
+
+    from mindwatch.tools.board import nothing_to_show
 
     for name in ("a", "b"):
         SummaryWriter(str(tmp_path / name)).close()  # opened, given nothing
