@@ -89,8 +89,25 @@ def test_a_file_cut_mid_record_so_12_of_50_steps_read_is_a_problem(tmp_path: Pat
     code, out = doctor(tmp_path / "run")
     assert code == 1, out
     assert "hold 12 steps, up to step 12: 38 steps are missing" in out
-    assert f"{path.name} ends in an incomplete record" in out  # the likely cause, named
-    assert "but its writer wrote" in out  # run.json's size of the file, against the file
+    # The likely cause, named: the size run.json recorded, against the file.
+    assert f"likely because {path.name} was cut to {path.stat().st_size:,} of" in out
+    assert f"{path.name} is {path.stat().st_size:,} bytes, but its writer wrote" in out
+    assert out.count("PROBLEM") == 2, out  # the torn end is the cut's: said once
+
+
+def test_a_torn_last_record_without_run_json_sizes_is_named(tmp_path: Path) -> None:
+    """A run.json without the files' sizes (an older mindwatch, or another writer's
+    run): the torn end itself is the evidence."""
+    path = finished_run(tmp_path / "run")
+    cut_to_steps(path, 12)
+    info_path = tmp_path / "run" / "run.json"
+    info = json.loads(info_path.read_text())
+    del info["event_file_bytes"]
+    info_path.write_text(json.dumps(info))
+    code, out = doctor(tmp_path / "run")
+    assert code == 1, out
+    assert f"{path.name} ends in an incomplete record" in out
+    assert f"likely because {path.name} ends in an incomplete record" in out
 
 
 def test_a_file_cut_at_a_record_boundary_is_told_by_the_size_run_json_recorded(

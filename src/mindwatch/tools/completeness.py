@@ -89,22 +89,32 @@ def steps_gap(
     return StepsGap(str(status), last, logged, held_last, held_steps)
 
 
-def likely_causes(info: Mapping[str, Any]) -> list[str]:
-    """What ``run.json`` itself says could explain missing steps."""
+def likely_causes(info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What ``run.json`` itself says could explain missing steps: ``(cause, fix)``."""
     causes = []
     dropped = _count(info.get("points_dropped"))
     if dropped:
         causes.append(
-            f"{dropped} points were dropped while training: logging ran ahead of the "
-            "disk (raise max_queue or max_block_secs)"
+            (
+                f"{dropped} points were dropped while training: logging ran ahead of the disk",
+                "raise max_queue (for bursts) or max_block_secs, or log less often (collect_freq)",
+            )
         )
     errors = _count(info.get("write_errors"))
     if errors:
-        causes.append(f"{errors} writes failed while training (a full disk or quota?)")
-    vanished = _count(info.get("event_files_vanished"))
-    if vanished:
         causes.append(
-            "the run folder or its event file was deleted or moved while training: the "
-            "points written before that went with it"
+            (
+                f"{errors} writes failed while training",
+                "free disk space or raise the quota; the training log names the failing write",
+            )
+        )
+    if _count(info.get("event_files_vanished")):
+        causes.append(
+            (
+                "the run folder or its event file was deleted or moved while training: "
+                "the points written before that went with it",
+                "the points before are wherever the folder was moved (or gone, if it "
+                "was deleted); this folder holds the rest",
+            )
         )
     return causes

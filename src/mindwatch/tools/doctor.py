@@ -21,6 +21,7 @@ from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import event_files, find_runs
 from mindwatch.mssummary.format import is_summary_file
 from mindwatch.run.info import process_alive, read_run_info
+from mindwatch.run.ranks import rank_of_run
 from mindwatch.tools.completeness import ENDED
 from mindwatch.tools.doctor_files import event_file_findings
 from mindwatch.tools.findings import Finding, Verdict
@@ -319,6 +320,8 @@ def _run(name: str, folder: Path) -> list[Finding]:
                     "mindwatch watch reports stalls",
                 )
             )
+    if not ended and rank_of_run(name) is not None:  # a rank's folder: the run's status
+        ended = read_run_info(folder.parent).get("status") in ENDED
     findings += event_file_findings(name, folder, info, ended=ended, now=time.time())
     mixed = mixed_runs(folder)
     if mixed is not None:

@@ -41,12 +41,32 @@ def event_file_findings(
     findings: list[Finding] = []
     causes: list[str] = []  # short, for the run.json comparison
     shows = any(f.shown for f in contents.files)
+    cut = _cut(info, contents) if ended else {}
     for number, file in enumerate(contents.files):
         settled = ended or number < len(contents.files) - 1 or _age(file, now) > SETTLE_SECS
+        if file.path.name in cut:  # its torn or empty end is the cut's: one finding
+            file.torn = 0
+            if file.empty:
+                continue
         findings += _file(check, file, settled=settled, others_show=shows, causes=causes)
     if ended:
-        findings += _against_run_json(check, folder, info, contents, causes)
+        findings += _against_run_json(check, folder, info, contents, causes=causes, cut=cut)
     return findings
+
+
+def _cut(info: Mapping[str, Any], contents: RunContents) -> dict[str, tuple[int, int]]:
+    """Files smaller than the bytes ``run.json`` says their writer wrote: name ->
+    (size, written)."""
+    written = info.get("event_file_bytes")
+    if not isinstance(written, Mapping):
+        return {}
+    sizes = {f.path.name: f.size for f in contents.files}
+    cut = {}
+    for name, wrote in written.items():
+        size = sizes.get(str(name))
+        if size is not None and isinstance(wrote, int) and size < wrote:
+            cut[str(name)] = (size, wrote)
+    return cut
 
 
 def _age(file: FileContents, now: float) -> float:
@@ -162,7 +182,13 @@ def _damage(check: str, file: FileContents, causes: list[str]) -> Finding:
 
 
 def _against_run_json(
-    check: str, folder: Path, info: Mapping[str, Any], contents: RunContents, causes: list[str]
+    check: str,
+    folder: Path,
+    info: Mapping[str, Any],
+    contents: RunContents,
+    *,
+    causes: list[str],
+    cut: Mapping[str, tuple[int, int]],
 ) -> list[Finding]:
     findings = []
     listed = info.get("event_files")
@@ -180,44 +206,41 @@ def _against_run_json(
                 "folder itself",
             )
         )
-    written = info.get("event_file_bytes")
-    sizes = {f.path.name: f.size for f in contents.files}
-    for file_name, wrote in written.items() if isinstance(written, Mapping) else []:
-        size = sizes.get(str(file_name))
-        if size is not None and isinstance(wrote, int) and size < wrote:
-            causes.append(f"{file_name} was cut to {size} of {wrote} bytes")
-            findings.append(
-                Finding(
-                    check,
-                    "problem",
-                    f"{file_name} is {size:,} bytes, but its writer wrote {wrote:,}: it was "
-                    "cut after the run (copied while being written, a sync that stopped, "
-                    "a disk quota)",
-                    "copy it again from where the run wrote it, if it is still there",
-                )
+    for file_name, (size, wrote) in cut.items():
+        causes.append(f"{file_name} was cut to {size:,} of {wrote:,} bytes")
+        held = "is empty (0 bytes)" if size == 0 else f"is {size:,} bytes"
+        findings.append(
+            Finding(
+                check,
+                "problem",
+                f"{file_name} {held}, but its writer wrote {wrote:,}: it was cut "
+                "after the run (copied while being written, a sync that stopped, a disk "
+                "quota)",
+                "copy it again from where the run wrote it, if it is still there",
             )
+        )
     gap = steps_gap(info, contents.last_step, len(contents.steps))
     if gap is None:
         return findings
     own = likely_causes(info)
-    explained_by_vanishing = not causes and own and info.get("event_files_vanished")
-    because = causes + own
-    missing_steps = f": {gap.missing} steps are missing" if gap.missing else ""
-    findings.append(
-        Finding(
-            check,
-            "info" if explained_by_vanishing and len(own) == 1 else "problem",
-            gap.describe()
-            + missing_steps
-            + (
-                "; likely because " + "; ".join(because)
-                if because
-                else "; the event files were cut, zeroed or replaced after the run ended"
+    because = causes + [cause for cause, _ in own]
+    message = gap.describe() + (f": {gap.missing} steps are missing" if gap.missing else "")
+    if not because:
+        return [
+            *findings,
+            Finding(
+                check,
+                "problem",
+                message + "; the event files were cut, zeroed or replaced after the run ended",
+                "check the copy or sync that brought the files here, and copy them again "
+                "from where the run wrote them",
             ),
-            "the findings above say what to do for each file"
-            if causes
-            else "check the copy or sync that brought the files here, and copy them again "
-            "from where the run wrote them",
-        )
-    )
-    return findings
+        ]
+    message += "; likely because " + "; ".join(because)
+    if causes:
+        return [*findings, Finding(check, "problem", message, "see the findings above")]
+    # Only run.json's own account: the folder deleted or moved mid-run is what the user
+    # did (and was told at the time), not damage.
+    vanished_only = len(own) == 1 and bool(info.get("event_files_vanished"))
+    fix = "; ".join(f for _, f in own)
+    return [*findings, Finding(check, "info" if vanished_only else "problem", message, fix)]
