@@ -87,9 +87,9 @@ def reads_back(folder: Union[str, Path], expected: Points) -> None:
         have = dict(found[tag])
         for step, value in points:
             assert step in have, f"{tag} step {step} missing from {folder}"
-            assert same_float32(have[step], value) or (
-                math.isinf(value) and have[step] == value
-            ), f"{tag} step {step}: {have[step]} != {value}"
+            assert same_float32(have[step], value) or (math.isinf(value) and have[step] == value), (
+                f"{tag} step {step}: {have[step]} != {value}"
+            )
 
 
 def no_traceback(text: str) -> None:
