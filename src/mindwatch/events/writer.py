@@ -535,16 +535,8 @@ class EventFileWriter:
             there = None
         except OSError:
             return None  # cannot tell (a hung mount): the write itself will say
-        if (
-            there is not None
-            and there.st_nlink
-            and (there.st_dev, there.st_ino)
-            == (
-                held.st_dev,
-                held.st_ino,
-            )
-        ):
-            return None
+        if there is not None and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino):
+            return None  # still the file at its path (an unlinked one has no path)
         # Gone or replaced. The folder too? (Another writer, run.json's, may have made
         # it again meanwhile: a new inode says so.)
         try:
