@@ -7,7 +7,13 @@ mindwatch (one event per step), and the same points written by torch's SummaryWr
 points per tag); the results are checked against each other before any time is printed.
 The floor is a bare loop over the records that only checks their CRCs.
 
-    python benchmarks/read.py [--repeats 3] [--steps 20000]
+A second table (issue 20) reads damage: a short run followed by 50 MB of zeros (what
+power loss leaves), of 0xFF bytes and of random bytes, beside a file of 50 MB of real
+events, each with mindwatch.read_scalars, the watcher's incremental RunReader and
+EventAccumulator (which stops at the first damage). Passing damage must cost less than
+reading as many bytes of real events.
+
+    python benchmarks/read.py [--repeats 3] [--steps 20000] [--damage-mb 50]
 """
 
 from __future__ import annotations
@@ -82,6 +88,78 @@ def read_tbparse(folder: Path) -> Any:
     return SummaryReader(str(folder), pivot=False).scalars
 
 
+def read_run_reader(folder: Path) -> int:
+    """The watcher's path: every item of the run, incrementally decoded."""
+    from mindwatch.events.reader import RunReader
+
+    return sum(1 for _ in RunReader(folder).read())
+
+
+def write_events_of_size(folder: Path, size: int, chunk: int = 10_000) -> int:
+    """A mindwatch event file of at least ``size`` bytes of real scalar events (10 tags
+    a step, ``chunk`` steps at a time); its number of steps."""
+    from mindwatch.events import EventFileWriter
+
+    writer = EventFileWriter(folder, max_queue=10**7)
+    step = 0
+    while True:
+        for _ in range(chunk):
+            step += 1
+            writer.add_scalars(step, tuple((tag, step * 0.001 + i) for i, tag in enumerate(TAGS)))
+        writer.flush()
+        if sum(f.stat().st_size for f in folder.glob("*tfevents*")) >= size:
+            break
+    writer.close()
+    return step
+
+
+def damage_table(root: Path, megabytes: int, repeats: int) -> None:
+    import logging
+    import random
+
+    logging.getLogger("mindwatch").setLevel(logging.ERROR)  # one warning per damaged file
+    size = megabytes << 20
+    folders = {name: Path(root, f"damage-{name}") for name in ("real", "zeros", "0xff", "random")}
+    steps = write_events_of_size(folders["real"], size)
+    tails = {
+        "zeros": bytes(size),
+        "0xff": b"\xff" * size,
+        "random": random.Random(20).randbytes(size),
+    }
+    for name, tail in tails.items():
+        write_events_of_size(folders[name], 1, chunk=100)  # 100 steps, then the damage
+        (path,) = folders[name].glob("*tfevents*")
+        with path.open("ab") as handle:
+            handle.write(tail)
+    for name, folder in folders.items():
+        got = frame_points(read_mindwatch(folder))
+        assert got == read_accumulator(folder), f"read_scalars differs on {name}"
+    readers: dict[str, Callable[[Path], Any]] = {
+        "mindwatch.read_scalars": read_mindwatch,
+        "RunReader.read (watch)": read_run_reader,
+        "EventAccumulator (keep all)": read_accumulator,
+    }
+    columns = {
+        "real": f"{megabytes} MB real events",
+        "zeros": f"+{megabytes} MB zeros",
+        "0xff": f"+{megabytes} MB 0xFF",
+        "random": f"+{megabytes} MB random",
+    }
+    print(
+        f"Damage vs real events: {steps:,} steps (10 tags each) of real events in "
+        f"{megabytes} MB, against 100 steps followed by {megabytes} MB of damage; "
+        f"seconds, median of {repeats}"
+    )
+    print(f"  {'reader':<30}" + "".join(f"{label:>22}" for label in columns.values()))
+    for name, read in readers.items():
+        cells = []
+        for column in columns:
+            times = [timed(read, folders[column])[0] for _ in range(repeats)]
+            cells.append(f"{statistics.median(times):22.3f}")
+        print(f"  {name:<30}" + "".join(cells))
+    print()
+
+
 def timed(read: Callable[[Path], Any], folder: Path) -> tuple[float, Any]:
     start = time.perf_counter()
     result = read(folder)
@@ -92,6 +170,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--damage-mb", type=int, default=50, help="0: no damage table")
     args = parser.parse_args()
     points = args.steps * len(TAGS)
     readers: dict[str, Callable[[Path], Any]] = {
@@ -129,6 +208,8 @@ def main() -> None:
                     f"  {name:<32} {seconds:8.3f} {points / seconds:12,.0f} {base / seconds:19.1f}x"
                 )
             print()
+        if args.damage_mb:
+            damage_table(Path(root), args.damage_mb, args.repeats)
 
 
 if __name__ == "__main__":

@@ -303,6 +303,12 @@ def report_command(
                 "(mindwatch doctor shows how to split the folder)",
                 err=True,
             )
+        if run.facts.get("missing_steps"):
+            click.echo(
+                f"warning: {run.name}: {run.facts['missing_steps']}; the report shows what "
+                f"they hold (`mindwatch doctor {run.folder}` says why)",
+                err=True,
+            )
     try:
         written = write_report(runs, logdir, out, formats, static=static)
     except OSError as exc:
@@ -388,6 +394,7 @@ def watch_command(
             settings,
             state_path=state_path or default_state_path(root),
             on_notice=lambda text: click.echo(text, err=True),
+            on_info=lambda text: click.echo(text, err=True),
             observer=exporter,
         )
     except ValueError as exc:
@@ -696,6 +703,9 @@ def tensorboard_command(
         runs = tb.check_logdir(logdir)
     except tb.BoardError as exc:
         raise InputError(str(exc)) from exc
+    empty = tb.nothing_to_show(logdir, runs)
+    if empty:
+        click.echo(f"warning: {empty}", err=True)
     try:
         with tb.serve(logdir, host=host, port=port) as server:
             url = tb.board_url(

@@ -81,6 +81,8 @@ log = logging.getLogger(__name__)
 _VERDICT_WAIT = 10.0
 
 _FLOAT = frozenset({float})
+# Below every step (steps are int64): the first step logged is never "out of order".
+_BEFORE_ANY_STEP = -(1 << 64)
 
 
 class Monitor:
@@ -215,6 +217,10 @@ class Monitor:
         self._collect = Every(cfg.collect_freq)
         self.last_step: Optional[int] = None
         self.steps_logged = 0
+        # The highest step logged so far, and the steps logged at or below it (a curve
+        # folding back in TensorBoard): warned about once, counted in run.json.
+        self._highest_step = _BEFORE_ANY_STEP
+        self._steps_out_of_order = 0
         self._closed = False
         self._hparams: dict[str, HParamValue] = {}
         self._hparams_written = False
@@ -349,11 +355,42 @@ class Monitor:
                     self._await_verdicts(step)  # alerts.stop_on: on this very step
             self.last_step = step
             self.steps_logged += 1
+            if step > self._highest_step:  # the hot path's only cost: one comparison
+                self._highest_step = step
+            else:
+                self._step_out_of_order(step)
         finally:
             if aggregator is not None:  # whatever happened, the ranks' collectives stay paired
                 self._reduce(aggregator, step)
             if self._pipeline_controls:
                 self._take_pipeline_controls()
+
+    def _step_out_of_order(self, step: int) -> None:
+        """``step`` is at or below a step logged before: written as given (nothing is
+        dropped), warned about once, counted (``steps_out_of_order`` in run.json)."""
+        self._steps_out_of_order += 1
+        highest = self._highest_step
+        if step == highest:
+            what = (
+                f"log_step({step}) again: step {step} was logged already, so TensorBoard "
+                "shows two points at that step in each of its curves"
+            )
+        else:
+            what = (
+                f"log_step({step}) after step {highest}: the steps go back, so "
+                f"TensorBoard draws each curve folding back over steps {step}-{highest}"
+            )
+        self._warn(
+            "step order",
+            "mindwatch: %s; the points are written as given. If training restarted from a "
+            "checkpoint, pass resume_step=%d to Monitor (or call mark_resume(%d)): the "
+            "earlier points from that step on are then hidden. Otherwise log each step "
+            "once, with increasing steps (log_eval for evaluation results at a step). "
+            "Further ones are counted, not shown (steps_out_of_order in run.json)",
+            what,
+            step,
+            step,
+        )
 
     def _reduce(self, aggregator: Aggregator, step: int) -> None:
         """The reduction's part of a step: reduce when the interval completes, and learn
@@ -456,6 +493,7 @@ class Monitor:
         """This monitor continues a run whose last step was ``step`` (results logged
         without a step of their own, such as a later evaluation, belong there)."""
         self.last_step = step
+        self._highest_step = _BEFORE_ANY_STEP if step is None else step
 
     def declare(self, reductions: Mapping[str, ReduceKind]) -> None:
         """Declare how your own metrics combine across ranks: ``{"accuracy": "mean"}``.
@@ -525,6 +563,7 @@ class Monitor:
             # the queue before the marker, or readers would not hide it.
             self._aggregator.drop_from(step)
         self._pipeline.submit((pl.ITEM, pl.BOTH, SessionStart(step)))
+        self._highest_step = step - 1  # the marker hides what came before from step on
         self.record(resumed_at=step)
 
     def log_hparams(self, hparams: Optional[Mapping[str, Any]] = None, **more: Any) -> None:
@@ -782,6 +821,7 @@ class Monitor:
             error=error,
             last_step=self.last_step,
             steps_logged=self.steps_logged,
+            steps_out_of_order=self._steps_out_of_order,
             nonfinite=nonfinite,
             **self._aggregation_summary(),
         )

@@ -37,6 +37,9 @@ class AlertLog:
             if self.echo:
                 log.warning("mindwatch: %s", alert.line())
             try:
+                # The run folder deleted or moved mid-run: made again, as the event
+                # writer makes it (mindwatch.events.writer), and the alerts go on there.
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 # backslashreplace: a lone surrogate in a tag (a file name's bytes) is
                 # written as its JSON escape instead of losing the alert
                 with open(self.path, "a", encoding="utf-8", errors="backslashreplace") as handle:

@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindwatch.events.crc import crc32c
+from mindwatch.events.steporder import is_step_axis, steps_out_of_order
 
 __all__ = [
     "HParams",
@@ -63,29 +64,61 @@ _MASK_DELTA = 0xA282EAD8
 _unpack_q = struct.Struct("<Q").unpack_from
 _unpack_i = struct.Struct("<I").unpack_from
 _WARNINGS_PER_FILE = 5
+# Twelve zero bytes are never a record header: length 0 has the masked CRC 0x07980329,
+# not 0 (tests/events/test_reader_resync.py checks it). A zero-filled region (what power
+# loss leaves at a file's end) is therefore skipped in one scan, this many bytes a step.
+_ZERO_HEADER = bytes(HEADER)
+_ZERO_SCAN = 1 << 16
 
 
 def _masked(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+def _zero_high_bytes(limit: int) -> int:
+    """How many of a length's top bytes must be zero for it to be at most ``limit``
+    (4 for the default 1 GiB): a header candidate lacking them is no record, so the
+    search for one can jump from one run of that many zero bytes to the next."""
+    return max(0, 8 - (limit.bit_length() + 7) // 8)
+
+
 @dataclass
 class RecordStats:
-    """What one :class:`RecordReader` has seen so far."""
+    """What one :class:`RecordReader` has seen so far.
+
+    ``corrupt`` counts damaged regions (contiguous damage is one region, however many
+    records it spans); ``corrupt_regions`` holds each one's ``(offset, length)``, and
+    ``records_before_damage`` the number of records read before the first one (what
+    TensorBoard's own reader shows of the file: it stops at the first damage).
+    """
 
     records: int = 0
     corrupt: int = 0
     skipped_bytes: int = 0
     corrupt_offsets: list[int] = field(default_factory=list)
+    corrupt_regions: list[tuple[int, int]] = field(default_factory=list)
+    records_before_damage: Optional[int] = None
 
 
 class RecordReader:
     """The CRC-checked records of one TFRecord file, from ``offset`` on.
 
+    Damage costs about what reading as many bytes of good records costs: the search for
+    the next record header skips runs of zero bytes in bulk and only looks at places
+    where a plausible length could start (:func:`_zero_high_bytes`), so a zero-filled,
+    0xFF-filled or random tail is passed at memory speed, with a CRC computed only where
+    a header could really be. A header found after damage counts only when its record's
+    data CRC matches too (or the record is still incomplete: being written), so a chance
+    match inside garbage cannot make the reader jump over good records.
+
+    Each damaged region is one warning naming the file, the offset and its length (at
+    most five per file; the rest are counted in :attr:`stats`).
+
     Args:
         path: the file.
         offset: where to start (a previous reader's :attr:`offset`).
         max_record_bytes: longer lengths are treated as damage.
+        warn: warn about damage (off for callers that report it themselves).
     """
 
     def __init__(
@@ -94,11 +127,14 @@ class RecordReader:
         offset: int = 0,
         *,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        warn: bool = True,
     ) -> None:
         self.path = Path(path)
         self.offset = offset
         self.max_record_bytes = max_record_bytes
+        self.warn = warn
         self.stats = RecordStats()
+        self._pending: Optional[list[Any]] = None  # the damaged region being passed
 
     def read(self) -> Iterator[bytes]:
         """Yield every complete record after :attr:`offset` and advance it past them."""
@@ -111,6 +147,8 @@ class RecordReader:
                     yield from self._records(data, len(data))
         except FileNotFoundError:
             return  # rotated away or deleted between listing and reading
+        finally:
+            self._report_damage()
 
     def _records(self, data: mmap.mmap, end: int) -> Iterator[bytes]:
         pos = self.offset
@@ -118,7 +156,7 @@ class RecordReader:
         while end - pos >= HEADER:
             (length,) = _unpack_q(data, pos)
             (length_crc,) = _unpack_i(data, pos + 8)
-            if _masked(crc32c(data[pos : pos + 8])) != length_crc or length > limit:
+            if length > limit or _masked(crc32c(data[pos : pos + 8])) != length_crc:
                 pos = self._resync(data, pos, end, "a damaged record header")
                 continue
             stop = pos + HEADER + length
@@ -134,34 +172,96 @@ class RecordReader:
             pos = stop + FOOTER
             self.offset = pos
             self.stats.records += 1
+            if self._pending is not None:
+                self._report_damage()  # the damaged region ended here
             yield payload
 
     def _resync(self, data: mmap.mmap, pos: int, end: int, what: str) -> int:
-        """The offset of the next plausible record header after ``pos`` (or ``end``)."""
-        limit = self.max_record_bytes
-        start = pos
-        for candidate in range(pos + 1, end - HEADER + 1):
-            (length,) = _unpack_q(data, candidate)
-            if length > limit:
-                continue
-            (length_crc,) = _unpack_i(data, candidate + 8)
-            if _masked(crc32c(data[candidate : candidate + 8])) == length_crc:
-                self._corrupt(start, candidate - start, what)
-                self.offset = candidate
-                return candidate
-        # Nothing valid follows: the rest is damage, unless it is the start of a record
-        # still being written (fewer bytes than a header), which the next read retries.
-        skip_to = max(end - HEADER + 1, start + 1)
-        self._corrupt(start, skip_to - start, what)
+        """The offset of the next record after ``pos`` (or where to retry, near ``end``)."""
+        found = self._next_record(data, pos + 1, end)
+        # Nothing valid follows: the rest is damage, except its last HEADER - 1 bytes,
+        # which may be the start of a record still being written (the next read retries).
+        skip_to = found if found is not None else max(end - HEADER + 1, pos + 1)
+        self._corrupt(pos, skip_to - pos, what)
         self.offset = skip_to
         return skip_to
 
+    def _next_record(self, data: mmap.mmap, start: int, end: int) -> Optional[int]:
+        """The first offset at or after ``start`` holding a valid record (both CRCs), or
+        the valid header of one not complete yet; None if there is none."""
+        limit = self.max_record_bytes
+        high = _zero_high_bytes(limit)
+        zeros = bytes(high)
+        last = end - HEADER  # the last offset a whole header fits at
+        candidate = start
+        while candidate <= last:
+            if high:
+                # The next place whose length has its top bytes zero (C speed: no CRC,
+                # no Python per byte); 0xFF or random garbage rarely has one.
+                at = data.find(zeros, candidate + 8 - high, last + 8)
+                if at < 0:
+                    return None
+                candidate = at - (8 - high)
+            header = data[candidate : candidate + HEADER]
+            if header == _ZERO_HEADER:
+                # Inside a run of zeros: the next candidate is the first whose header
+                # holds a byte of what follows the run.
+                candidate = max(candidate + 1, self._after_zeros(data, candidate, end) - HEADER + 1)
+                continue
+            (length,) = _unpack_q(header, 0)
+            if length <= limit and _masked(crc32c(header[:8])) == _unpack_i(header, 8)[0]:
+                stop = candidate + HEADER + length
+                if stop + FOOTER > end:
+                    return candidate  # a record still being written
+                if _masked(crc32c(data[candidate + HEADER : stop])) == _unpack_i(data, stop)[0]:
+                    return candidate
+            candidate += 1
+        return None
+
+    @staticmethod
+    def _after_zeros(data: mmap.mmap, pos: int, end: int) -> int:
+        """The offset of the first non-zero byte at or after ``pos`` (``end`` if none)."""
+        while pos < end:
+            chunk = data[pos : min(pos + _ZERO_SCAN, end)]
+            rest = chunk.lstrip(b"\0")
+            if rest:
+                return pos + len(chunk) - len(rest)
+            pos += len(chunk)
+        return end
+
+    def skip_record(self, what: str) -> None:
+        """Count the record just returned as damage (its CRCs pass, its contents do not
+        parse): for the layers above, which decode it."""
+        self._report_damage()
+        self._corrupt(self.offset, 0, what)
+        self._report_damage()
+
     def _corrupt(self, offset: int, length: int, what: str) -> None:
         stats = self.stats
+        pending = self._pending
+        if pending is not None and pending[0] + pending[1] == offset:
+            # Damage right after damage (a record failing its CRC, then no header): one
+            # region, one warning.
+            pending[1] += length
+            stats.skipped_bytes += length
+            stats.corrupt_regions[-1] = (pending[0], pending[1])
+            return
+        self._report_damage()
+        if stats.records_before_damage is None:
+            stats.records_before_damage = stats.records
         stats.corrupt += 1
         stats.skipped_bytes += length
         stats.corrupt_offsets.append(offset)
-        if stats.corrupt <= _WARNINGS_PER_FILE:
+        stats.corrupt_regions.append((offset, length))
+        self._pending = [offset, length, what, stats.corrupt]
+
+    def _report_damage(self) -> None:
+        """Warn about the damaged region just passed (once its length is known)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        offset, length, what, number = pending
+        if self.warn and number <= _WARNINGS_PER_FILE:
             log.warning(
                 "mindwatch: %s: %s at byte offset %d; skipped %d bytes and read on%s",
                 self.path,
@@ -169,7 +269,7 @@ class RecordReader:
                 offset,
                 length,
                 " (further damage in this file is counted, not shown)"
-                if stats.corrupt == _WARNINGS_PER_FILE
+                if number == _WARNINGS_PER_FILE
                 else "",
             )
 
@@ -285,6 +385,7 @@ class RunReader:
         self.max_record_bytes = max_record_bytes
         self._readers: dict[str, RecordReader] = {}
         self._plugins: dict[str, str] = {}  # tag -> plugin name, from its first metadata
+        self._order_warned = False
 
     @property
     def offsets(self) -> dict[str, int]:
@@ -325,7 +426,7 @@ class RunReader:
                 try:
                     event = parse(payload)
                 except Exception:  # a record with a valid CRC but not an Event
-                    reader._corrupt(reader.offset, 0, "a record that is not an event")
+                    reader.skip_record("a record that is not an event")
                     continue
                 yield from self._items(event)
 
@@ -352,11 +453,14 @@ class RunReader:
 
         payloads: list[bytes] = []
         readers: list[RecordReader] = []
-        for name in event_files(self.folder):
+        files: list[int] = []  # the file of each payload, by its place in reading order
+        names = event_files(self.folder)
+        for place, name in enumerate(names):
             reader = self._reader(name)
             for payload in reader.read():
                 payloads.append(payload)
                 readers.append(reader)
+                files.append(place)
         fast = decode_uniform_groups(payloads)
         tag_index = {tag: i for i, tag in enumerate(fast.tags)}
         records: list[int] = []
@@ -375,7 +479,7 @@ class RunReader:
             try:
                 event = parse(payload)
             except Exception:
-                readers[i]._corrupt(readers[i].offset, 0, "a record that is not an event")
+                readers[i].skip_record("a record that is not an event")
                 continue
             what = event.WhichOneof("what")
             if what == "session_log" and event.session_log.status == 1:
@@ -418,11 +522,48 @@ class RunReader:
         table = np.empty(len(tag_index), dtype=object)
         for tag, i in tag_index.items():
             table[i] = tag
+        if not self._order_warned:
+            file_col = np.asarray(files, dtype=np.int64)[record[keep]]
+            self._warn_step_order(file_col, tag_col[order], step_col[keep], table, names)
         return (
             table[tag_col[order]] if len(table) else np.zeros(0, dtype=object),
             step_col[keep],
             wall_col[order],
             value_col[order],
+        )
+
+    def _warn_step_order(
+        self,
+        files: npt.NDArray[np.int64],
+        tags: npt.NDArray[np.int64],
+        steps: npt.NDArray[np.int64],
+        table: npt.NDArray[np.object_],
+        names: list[str],
+    ) -> None:
+        """Warn once if a tag's steps go back or repeat within one file (the points
+        TensorBoard keeps: purges applied), naming the file, the tag and the steps."""
+        if not len(steps):
+            return
+        axis = np.array([is_step_axis(str(tag)) for tag in table], dtype=bool)
+        on_steps = axis[tags]
+        groups = files[on_steps] * len(table) + tags[on_steps]
+        found = steps_out_of_order(groups, steps[on_steps])
+        if not found:
+            return
+        self._order_warned = True
+        first = found[0]
+        path = self.folder / names[first.group // len(table)]
+        others = len(found) - 1
+        log.warning(
+            "mindwatch: %s: %s, with no restart marker: TensorBoard draws the curve folding "
+            "back over itself and report/compare statistics mix both%s. A resumed run "
+            "should write the restart marker (mindwatch: resume_step=N; torch: "
+            "SummaryWriter(purge_step=N)), or each attempt its own folder; "
+            "`mindwatch doctor %s` says more",
+            path,
+            first.describe(str(table[first.group % len(table)])),
+            f" (and {others} more tag" + ("s" if others > 1 else "") + ")" if others else "",
+            self.folder,
         )
 
     def _items(self, event: Any) -> Iterator[Item]:

@@ -29,6 +29,13 @@ Guarantees:
   Training goes on. A later recovery is logged too. A worker that ends on an error
   nothing else caught (a bug) is one warning and a write error; from then on new points
   are dropped and counted at once, so ``run.json`` never says 0 after a loss.
+* **A vanished file is noticed.** Before each write the worker checks (``fstat`` of the
+  open file against ``stat`` of its path: two system calls per batch, on its own
+  thread) that the file is still the one in the folder. If the run folder was deleted
+  or moved, or the file deleted or replaced, it warns once, creates the folder again
+  and goes on in a new file there, so the points from then on are kept; it is counted
+  (:attr:`WriterStats.files_vanished`, ``event_files_vanished`` in ``run.json``), and
+  the old file leaves :attr:`WriterStats.files`.
 * **Absolute paths.** The folder is resolved when the writer is created, so a later
   ``os.chdir`` does not move the output. Its parents are created; a folder that can't
   be created or written raises :class:`LogDirError` naming it, before any training.
@@ -109,12 +116,19 @@ class LogDirError(OSError):
 
 @dataclass(frozen=True)
 class WriterStats:
-    """Counters of one writer, for reports and tests."""
+    """Counters of one writer, for reports and tests.
+
+    ``file_bytes``: the bytes written to each of ``files`` (the same order), which a
+    finished file holds at least (``mindwatch doctor`` checks it); ``files_vanished``:
+    how often the open file was found deleted, moved or replaced (and a new one begun).
+    """
 
     records_written: int
     points_dropped: int
     write_errors: int
     files: tuple[str, ...]
+    file_bytes: tuple[int, ...] = ()
+    files_vanished: int = 0
 
 
 def prepare_logdir(path: PathLike) -> Path:
@@ -136,6 +150,10 @@ def prepare_logdir(path: PathLike) -> Path:
 class EventFileWriter:
     """Write TensorBoard event files for one run folder from a background thread.
 
+    ``summarize_drops``: whether :meth:`close` logs how many points were dropped (an
+    owner that sums several writers, such as :class:`~mindwatch.Monitor`, turns it off
+    and gives one total itself).
+
     Args:
         logdir: the run folder; created with its parents; resolved to an absolute path.
         flush_secs: longest time between logging a value and handing it to the OS.
@@ -148,6 +166,12 @@ class EventFileWriter:
         purge_step: when resuming at this step, hide points at ``>= purge_step`` that
             earlier files of this run folder hold (TensorBoard's ``SessionLog.START``).
     """
+
+    summarize_drops = True
+    # Set by the worker only (class defaults: the first file's open sets the sizes up).
+    _vanished = 0
+    _sizes: Optional[dict[str, int]] = None
+    _folder_id: Optional[tuple[int, int]] = None  # the run folder's (device, inode)
 
     def __init__(
         self,
@@ -360,7 +384,7 @@ class EventFileWriter:
         lifecycle.unregister(self)
         if self._died is not None:
             self._discard_queue()  # appended in the instant before the hot path saw it
-        if self._dropped:
+        if self._dropped and self.summarize_drops:
             log.warning(
                 "mindwatch: %d points were not written to %s (%d write errors; "
                 "see the first warning above for the reason)",
@@ -375,11 +399,15 @@ class EventFileWriter:
 
     @property
     def stats(self) -> WriterStats:
+        files = tuple(self._files)
+        sizes = self._sizes or {}
         return WriterStats(
             records_written=self._records,
             points_dropped=self._dropped,
             write_errors=self._errors,
-            files=tuple(self._files),
+            files=files,
+            file_bytes=tuple(sizes.get(name, 0) for name in files),
+            files_vanished=self._vanished,
         )
 
     def __enter__(self) -> EventFileWriter:
@@ -534,6 +562,9 @@ class EventFileWriter:
         """Write ``records`` and hand them to the OS; on failure count them as dropped."""
         if not records:
             return
+        vanished = self._vanished_file()
+        if vanished is not None:
+            self._start_again(vanished)
         try:
             self._write_records(records)
         except OSError as exc:
@@ -543,6 +574,59 @@ class EventFileWriter:
         if self._failing is not None:
             log.info("mindwatch: writing to %s works again", self._files[-1])
             self._failing = None
+
+    def _vanished_file(self) -> Optional[str]:
+        """What happened to the open file if it is no longer the one at its path (the
+        run folder deleted or moved, the file deleted or replaced), else None."""
+        handle = self._file
+        if handle is None:
+            # After a write error: a folder deleted meanwhile would fail every reopening.
+            return None if self.logdir.is_dir() else "folder"
+        try:
+            held = os.fstat(handle.fileno())
+            there = os.stat(self._files[-1])
+        except FileNotFoundError:
+            there = None
+        except OSError:
+            return None  # cannot tell (a hung mount): the write itself will say
+        if there is not None and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino):
+            return None  # still the file at its path (an unlinked one has no path)
+        # Gone or replaced. The folder too? (Another writer, run.json's, may have made
+        # it again meanwhile: a new inode says so.)
+        try:
+            folder = os.stat(self.logdir)
+        except OSError:
+            return "folder"
+        return "file" if (folder.st_dev, folder.st_ino) == self._folder_id else "folder"
+
+    def _start_again(self, what: str) -> None:
+        """The open file vanished: warn once, count it, and make the next write begin a
+        new file in the run folder (created again if it is gone)."""
+        self._vanished += 1
+        handle, self._file = self._file, None
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                handle.close()
+            lost = self._files.pop()  # no longer in this run's folder
+            if self._sizes is not None:
+                self._sizes.pop(lost, None)
+        else:
+            lost = str(self.logdir)
+        with contextlib.suppress(OSError):  # if this fails, opening the file will say why
+            self.logdir.mkdir(parents=True, exist_ok=True)
+        happened = (
+            f"the run folder {self.logdir} was deleted or moved"
+            if what == "folder"
+            else f"the event file {lost} was deleted or replaced"
+        )
+        self._warn(
+            "vanished",
+            "mindwatch: %s while training wrote to it; the points from now on go to a new "
+            "event file in %s (created again), and those written before stay in the old "
+            "file, wherever it went (counted as event_files_vanished in run.json)",
+            happened,
+            self.logdir,
+        )
 
     def _on_write_error(self, exc: OSError, points: int) -> None:
         self._errors += 1
@@ -577,6 +661,7 @@ class EventFileWriter:
             if limit is not None and size >= limit and size > self._header_bytes:
                 handle.write(b"".join(batch))
                 batch = []
+                self._note_size(size)
                 self._rotate()
                 handle = self._current()
                 size = self._file_bytes
@@ -585,6 +670,13 @@ class EventFileWriter:
         handle.write(b"".join(batch))
         handle.flush()
         self._file_bytes = size
+        self._note_size(size)
+
+    def _note_size(self, size: int) -> None:
+        """The bytes the current file holds (a finished file must hold at least these)."""
+        if self._sizes is None:
+            self._sizes = {}
+        self._sizes[self._files[-1]] = size
 
     def _current(self) -> BinaryIO:
         if self._file is None:
@@ -628,6 +720,9 @@ class EventFileWriter:
         self._file = handle
         self._file_bytes = self._header_bytes = len(header)
         self._files.append(str(path))
+        self._note_size(len(header))
+        folder = os.stat(self.logdir)
+        self._folder_id = (folder.st_dev, folder.st_ino)
 
     def _rotate(self) -> None:
         self._close_file()

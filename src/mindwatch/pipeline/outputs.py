@@ -81,7 +81,20 @@ class Outputs:
 
     def finish_run(self, status: str, *, error: object = None, **fields: Any) -> None:
         """Write ``run.json``'s end: ``status``, the error (one line), the files and
-        counters, the alerts and notifications, and ``fields``."""
+        counters, the alerts and notifications, and ``fields``; and log the points
+        dropped, if any, as one total: the number ``run.json`` records."""
+        stats = self.stats()
+        if stats.points_dropped:
+            folders = sorted({str(w.logdir) for w in self.writers()})
+            log.warning(
+                "mindwatch: %d points were dropped in all and are not in %s "
+                "(points_dropped in run.json): a queue stayed full for longer than "
+                "max_block_secs (raise max_queue for bursts), or writes failed (%d write "
+                "errors); the first warning above says which",
+                stats.points_dropped,
+                ", ".join(folders) or "the event files",
+                stats.write_errors,
+            )
         run = self.run
         if run is None:
             return
@@ -89,15 +102,21 @@ class Outputs:
             # One line: framework errors carry pages of call stacks.
             text = " ".join(str(error).split())
             fields["error"] = f"{type(error).__name__}: {text}"[:300]
-        stats = self.stats()
         alerting = self.pipeline.alerting
         if self.exporter is not None:
             fields["prometheus"] = self.exporter.summary()
+        folder = run.path.parent
         run.finish(
             status=status,
             points_dropped=stats.points_dropped,
             write_errors=stats.write_errors,
-            event_files=[os.path.relpath(f, run.path.parent) for f in stats.files],
+            event_files=[os.path.relpath(f, folder) for f in stats.files],
+            # What each file holds at least, so `mindwatch doctor` can tell a file cut
+            # later (copied mid-write, a quota) from a complete one.
+            event_file_bytes={
+                os.path.relpath(f, folder): size for f, size in zip(stats.files, stats.file_bytes)
+            },
+            event_files_vanished=stats.files_vanished,
             **(alerting.summary() if alerting is not None else {"alerts": 0}),
             **fields,
         )
@@ -111,6 +130,8 @@ class Outputs:
             points_dropped=sum(w.points_dropped for w in writers) + self.pipeline.points_dropped,
             write_errors=sum(w.write_errors for w in writers) + self.pipeline.errors,
             files=tuple(f for w in writers for f in w.files),
+            file_bytes=tuple(b for w in writers for b in w.file_bytes),
+            files_vanished=sum(w.files_vanished for w in writers),
         )
 
 
@@ -121,7 +142,7 @@ def open_writer(folder: Path, config: MonitorConfig) -> EventFileWriter:
     TensorBoard's server treats the first START in a run as the start and only later ones
     as restarts, so a resume's marker needs this one.
     """
-    return EventFileWriter(
+    writer = EventFileWriter(
         folder,
         flush_secs=config.flush_secs,
         max_file_size=config.max_file_size,
@@ -129,6 +150,8 @@ def open_writer(folder: Path, config: MonitorConfig) -> EventFileWriter:
         max_block_secs=config.max_block_secs,
         purge_step=0 if not has_event_files(folder) else None,
     )
+    writer.summarize_drops = False  # Outputs.finish_run logs one total, run.json's
+    return writer
 
 
 def config_markdown(config: Mapping[str, Any]) -> str:

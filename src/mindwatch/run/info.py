@@ -208,6 +208,9 @@ class RunInfo:
             known = self.data.setdefault("next_runs", [])
             known.extend(run for run in later if run not in known)
         try:
+            # The run folder deleted or moved mid-run: the event writer makes it again
+            # and goes on there (mindwatch.events.writer), and so does run.json.
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             # backslashreplace: a lone surrogate (argv bytes that are not UTF-8) is
             # written as the JSON escape it is, instead of failing the write
             with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as handle:

@@ -102,6 +102,9 @@ class RunRecord(_Schema):
     points_dropped: Optional[Count] = None
     write_errors: Optional[Count] = None
     event_files: list[str] = []
+    event_file_bytes: dict[str, Count] = {}  # what each writer wrote (doctor: a cut file)
+    event_files_vanished: Optional[Count] = None
+    steps_out_of_order: Optional[Count] = None
     alerts: Optional[Count] = None
     last_step: Optional[Int64] = None
     steps_logged: Optional[Count] = None

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from mindwatch.events.contents import shows_something
 from mindwatch.run.ranks import rank_of_run
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "board_url",
     "check_logdir",
     "find_event_runs",
+    "nothing_to_show",
     "serve",
 ]
 
@@ -189,6 +191,41 @@ def check_logdir(logdir: Path) -> list[str]:
             f"`mindwatch doctor {logdir}` says why"
         )
     return runs
+
+
+def nothing_to_show(logdir: Path, runs: list[str]) -> str:
+    """Why TensorBoard will show nothing for ``runs`` below ``logdir`` (every event file
+    empty, only a header, or unreadable), or "" when some file holds data. Stops at the
+    first file that does (one or two records read), so a large logdir costs little.
+
+    TensorBoard is still started: a run that has just begun writes its first values
+    within its flush interval, and TensorBoard picks them up when it reloads.
+    """
+    files = [
+        Path(logdir, run, name)
+        for run in runs
+        for name in sorted(os.listdir(Path(logdir, run)))
+        if _EVENT_MARK in name and Path(logdir, run, name).is_file()
+    ]
+    if not files or any(shows_something(path) for path in files):
+        return ""
+    empty = sum(1 for path in files if path.stat().st_size == 0)
+    example = files[0].relative_to(logdir)
+    if len(files) == 1:
+        held = "is empty (0 bytes)" if empty else "holds only its header"
+        what = f"its only event file, {example}, {held}"
+    else:
+        held = (
+            "are all empty (0 bytes)"
+            if empty == len(files)
+            else ("are empty or hold only their header" if empty else "hold only their header")
+        )
+        what = f"its {len(files)} event files (e.g. {example}) {held}"
+    return (
+        f"nothing below '{logdir}' holds data TensorBoard can show: {what}.\n"
+        f"TensorBoard starts anyway, for a run about to write; `mindwatch doctor {logdir}` "
+        "says why"
+    )
 
 
 @contextmanager

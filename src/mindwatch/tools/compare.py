@@ -8,6 +8,7 @@ Exit status: 0 within tolerance, 1 regression found, 2 bad input.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -15,10 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from mindwatch.events.mixing import mixed_runs
+from mindwatch.run.info import read_run_info
 from mindwatch.tools.compare_checks import Check, CompareError, Tolerances, compare_runs
+from mindwatch.tools.completeness import held_steps, steps_gap
 
 if TYPE_CHECKING:
     import pandas as pd
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Check",
@@ -50,6 +55,16 @@ def load_run(folder: Path) -> pd.DataFrame:
                 "to split the folder: " + "; ".join(mixed.split_commands())
             )
         chosen: pd.DataFrame = frame[frame["run"] == name]
+        where = folder if name == "." else folder / name
+        gap = steps_gap(read_run_info(where), *held_steps(chosen["tag"], chosen["step"]))
+        if gap is not None:  # a gate on part of a run: say so, and compare what is there
+            log.warning(
+                "mindwatch: %s: %s; the comparison uses what they hold "
+                "(`mindwatch doctor %s` says why)",
+                where,
+                gap.describe(),
+                where,
+            )
         return chosen
     raise CompareError(
         f"'{folder}' holds {len(runs)} runs ({', '.join(runs[:5])}...); pass one of them"

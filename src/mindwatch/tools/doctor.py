@@ -3,7 +3,8 @@
 Each check returns a :class:`Finding` with a verdict and, when something is wrong, the
 fix. Verdicts: ``ok``, ``info`` (worth knowing), ``warning`` and ``problem``; the command
 exits 1 when there is a warning or a problem, as the seeds' troubleshooting tables
-would have a person do by hand.
+would have a person do by hand. What the event files themselves hold, against what
+``run.json`` says they should, is checked in :mod:`mindwatch.tools.doctor_files`.
 """
 
 from __future__ import annotations
@@ -12,20 +13,22 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import event_files, find_runs
 from mindwatch.mssummary.format import is_summary_file
 from mindwatch.run.info import process_alive
-from mindwatch.run.record import RunFile, read_run_file
+from mindwatch.run.ranks import rank_of_run
+from mindwatch.run.record import RunFile, read_run_file, read_run_info
+from mindwatch.tools.completeness import ENDED
+from mindwatch.tools.doctor_files import event_file_findings
+from mindwatch.tools.findings import Finding, Verdict
 
-__all__ = ["Finding", "diagnose"]
+__all__ = ["Finding", "Verdict", "diagnose"]
 
-Verdict = Literal["ok", "info", "warning", "problem"]
 STALE_SECS = 3600.0
 LOW_DISK_BYTES = 1 << 30
 _SEARCH_BUDGET = 5000  # folders visited when looking for a misplaced logdir
@@ -42,14 +45,6 @@ _NETWORK_FS = (
     "beegfs",
     "gpfs",
 )
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    verdict: Verdict
-    message: str
-    fix: str = ""
 
 
 def diagnose(logdir: Optional[Path], config: Optional[Path] = None) -> list[Finding]:
@@ -318,9 +313,11 @@ def _run(name: str, folder: Path) -> list[Finding]:
     newest = max((folder / f).stat().st_mtime for f in event_files(folder))
     age = time.time() - newest
     status = info.get("status")
+    ended = status in ENDED
     if status == "running":
         same_host = info.get("host") == socket.gethostname()
         if same_host and not process_alive(info.get("pid")):
+            ended = True
             findings.append(
                 Finding(
                     f"run {name}",
@@ -341,6 +338,9 @@ def _run(name: str, folder: Path) -> list[Finding]:
                     "mindwatch watch reports stalls",
                 )
             )
+    if not ended and rank_of_run(name) is not None:  # a rank's folder: the run's status
+        ended = read_run_info(folder.parent).get("status") in ENDED
+    findings += event_file_findings(name, folder, info, ended=ended, now=time.time())
     mixed = mixed_runs(folder)
     if mixed is not None:
         findings.append(
@@ -355,7 +355,7 @@ def _run(name: str, folder: Path) -> list[Finding]:
         )
     hparams = info.hparams
     every = info.config.collect_freq
-    if status in ("finished", "terminated", "failed") and info.steps_logged == 0:
+    if status in ENDED and info.steps_logged == 0:
         why = (
             f"collect_freq {every} skipped every step the run took"
             if every is not None and every > 1

@@ -29,6 +29,7 @@ from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
 from mindwatch.run.layout import ALERTS_FILE
 from mindwatch.run.ranks import rank_of_run
 from mindwatch.run.record import RunRecord, read_run_info
+from mindwatch.tools.completeness import held_steps, steps_gap
 from mindwatch.tools.report_format import milliseconds
 from mindwatch.tools.warmup import FACTOR, warmup_points
 
@@ -110,7 +111,9 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
 
     A run's ``rank_<r>/`` folders are part of it (their spread is in the run's own
     ``ranks/*`` tags), not runs of their own. A folder that mixes runs (see
-    :mod:`mindwatch.events.mixing`) has the fact ``mixed_runs`` saying so.
+    :mod:`mindwatch.events.mixing`) has the fact ``mixed_runs`` saying so; an ended run
+    whose files hold fewer steps than its ``run.json`` says it logged (a file cut or
+    damaged since) has ``missing_steps`` (:mod:`mindwatch.tools.completeness`).
     """
     names = {n for n, _ in find_runs(logdir)}
     runs = []
@@ -132,6 +135,10 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
         mixed = mixed_runs(folder)
         if mixed is not None:  # its curves have two points per step: say so, first
             run.facts = {"mixed_runs": mixed.describe(), **run.facts}
+        last, count = held_steps(group["tag"].to_numpy(), group["step"].to_numpy())
+        gap = steps_gap(run.info, last, count)
+        if gap is not None:  # the numbers describe part of the run: say so, first
+            run.facts = {"missing_steps": gap.describe(), **run.facts}
         runs.append(run)
     return runs
 

@@ -4,7 +4,10 @@ Every run below the folder (including runs that appear later, new files and rota
 ones) is read incrementally with :class:`~mindwatch.events.reader.RunReader`; each
 event's scalars go through the same :class:`~mindwatch.rules.RuleEngine` the training
 process uses. The ``stall`` rule is the watcher's own: a run still marked ``running``
-whose newest event is older than ``stall.seconds``.
+whose newest event is older than ``stall.seconds``. A run whose ``run.json`` says it
+ended (finished, failed, terminated) is never stalled, and a run whose folder vanished
+(deleted, moved, or left without event files) is forgotten, with an info line: it is
+not stalled, it is gone.
 
 The state (file offsets, rule state, cooldowns) is kept in a small JSON file, so
 ``--once`` from cron picks up where the previous call stopped and never reports an
@@ -47,6 +50,7 @@ from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
 from mindwatch.rules import RuleEngine
 from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
+from mindwatch.tools.completeness import ENDED, steps_gap
 from mindwatch.tools.watch_state import VERSION, SavedRun, load_state
 
 __all__ = ["STATE_FILE", "PollObserver", "Watcher", "default_state_path", "watch"]
@@ -54,7 +58,6 @@ __all__ = ["STATE_FILE", "PollObserver", "Watcher", "default_state_path", "watch
 log = logging.getLogger(__name__)
 
 STATE_FILE = ".mindwatch-watch.json"  # where versions before 0.2 kept it: in the folder
-_DONE = ("finished", "failed", "terminated")
 
 
 def default_state_path(logdir: Path) -> Path:
@@ -88,11 +91,13 @@ class _Run:
     last_step: Optional[int] = None
     stalled: bool = False
     runs_seen: int = 0  # runs found mixed in the folder so far (1: not mixed)
+    ended: bool = False  # its run.json said it ended, and its steps were checked
 
 
 class Watcher:
     """Watch every run below ``logdir``; :meth:`poll` returns the new alerts. Notices that
-    are not alerts (a folder found mixing runs) go to ``on_notice`` (default: a warning)."""
+    are not alerts (a folder found mixing runs) go to ``on_notice`` (default: a warning),
+    facts worth a line (a run no longer there) to ``on_info`` (default: an info log)."""
 
     def __init__(
         self,
@@ -101,11 +106,13 @@ class Watcher:
         *,
         state_path: Optional[Path] = None,
         on_notice: Optional[Callable[[str], None]] = None,
+        on_info: Optional[Callable[[str], None]] = None,
         observer: Optional[PollObserver] = None,
     ) -> None:
         self.logdir = logdir
         self.observer = observer
         self.on_notice = on_notice or log.warning
+        self.on_info = on_info or log.info
         self.settings = settings or AlertSettings()
         if self.settings.language is not None:
             set_language(self.settings.language)
@@ -139,6 +146,7 @@ class Watcher:
             run.last_step = saved.last_step
             run.stalled = saved.stalled
             run.runs_seen = saved.runs_seen
+            run.ended = saved.ended
         self._runs[name] = run
         return run
 
@@ -146,6 +154,7 @@ class Watcher:
         """Read what is new in every run, apply the rules, check for stalls."""
         alerts: list[Alert] = []
         found = find_runs(self.logdir)
+        self._forget_vanished({name for name, _ in found})
         for name, folder in found:
             run = self._run(name, folder)
             alerts += self._read(run)
@@ -155,6 +164,20 @@ class Watcher:
         if self.observer is not None:
             self.observer.polled(found, alerts, now)
         return alerts
+
+    def _forget_vanished(self, names: set[str]) -> None:
+        """Runs watched before (in this process, or in the saved state) that are no
+        longer below the folder: said once, and dropped with their state."""
+        for name in [n for n in dict.fromkeys([*self._runs, *self._saved]) if n not in names]:
+            run = self._runs.pop(name, None)
+            self._saved.pop(name, None)
+            folder = run.folder if run is not None else self.logdir / name
+            shown = run.engine.run if run is not None else name
+            why = "holds no event files any more" if folder.is_dir() else "is gone"
+            self.on_info(
+                f"mindwatch watch: {shown}: its folder {folder} {why} (deleted or moved); "
+                "it is no longer watched"
+            )
 
     def _mixing(self, run: _Run) -> None:
         """When files appeared: whether the folder now mixes runs; then say so, follow
@@ -198,7 +221,25 @@ class Watcher:
             run.stalled = False  # new data: a stall can be reported again later
         if step is not None:
             alerts += self._observe(run, step, values, wall)
+        if not run.ended:
+            self._ended(run)
         return alerts
+
+    def _ended(self, run: _Run) -> None:
+        """Once a run's run.json says it ended (so its files are complete): whether they
+        hold the steps it says it logged; said once if not."""
+        if rank_of_run(run.name) is not None:
+            return  # run.json describes the run's own folder, not a rank's
+        info = read_run_info(run.folder)
+        if info.get("status") not in ENDED:
+            return
+        run.ended = True
+        gap = steps_gap(info, run.last_step, None)
+        if gap is not None:
+            self.on_notice(
+                f"mindwatch watch: {run.engine.run}: {gap.describe()}; the rules saw what "
+                f"they hold (`mindwatch doctor {run.folder}` says why)"
+            )
 
     def _observe(self, run: _Run, step: int, values: dict[str, float], wall: float) -> list[Alert]:
         if self.observer is not None:
@@ -210,7 +251,7 @@ class Watcher:
         if not settings.enabled or run.stalled or run.last_wall is None:
             return []
         idle = now - run.last_wall
-        if idle <= settings.seconds or self._status(run) in _DONE:
+        if idle <= settings.seconds or self._status(run) in ENDED:
             return []
         run.stalled = True
         minutes = idle / 60
@@ -251,6 +292,7 @@ class Watcher:
                 "last_step": run.last_step,
                 "stalled": run.stalled,
                 "runs_seen": run.runs_seen,
+                "ended": run.ended,
             }
         tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}.tmp")
         try:

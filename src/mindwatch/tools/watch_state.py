@@ -51,6 +51,7 @@ class SavedRun(BaseModel):
     last_step: Optional[Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]] = None
     stalled: bool = False
     runs_seen: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
+    ended: bool = False  # its run.json said it ended, and its steps were checked
 
 
 class _State(BaseModel):
