@@ -16,6 +16,7 @@ from typing import Any, Optional
 import click
 
 from mindwatch._version import __version__
+from mindwatch.common.redact import redact_text
 from mindwatch.tools import runs as runtools
 
 __all__ = ["main"]
@@ -51,7 +52,8 @@ class _Commands(click.Group):
                 hint = ""
             else:
                 hint = f" ({DEBUG_VARIABLE}=1 shows the traceback)"
-            text = " ".join(str(exc).split())[:300]
+            # redacted: an exception's text may quote a URL with its token
+            text = redact_text(" ".join(str(exc).split()))[:300]
             raise InputError(
                 f"mindwatch {command} failed: {type(exc).__name__}"
                 + (f": {text}" if text else "")

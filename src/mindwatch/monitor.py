@@ -28,7 +28,6 @@ the request rides in the next reduction instead and every rank stops at that ste
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -48,7 +47,13 @@ from mindwatch.events.summaries import (
     import_histogram_support,
     import_text_support,
 )
-from mindwatch.events.writer import EventFileWriter, LogDirError, PathLike, WriterStats
+from mindwatch.events.writer import (
+    EventFileWriter,
+    LogDirError,
+    PathLike,
+    WriterStats,
+    absolute_logdir,
+)
 from mindwatch.metrics.derived import StepRates, perplexity
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.steps import LocalSteps
@@ -83,6 +88,15 @@ _VERDICT_WAIT = 10.0
 _FLOAT = frozenset({float})
 # Below every step (steps are int64): the first step logged is never "out of order".
 _BEFORE_ANY_STEP = -(1 << 64)
+
+
+def _total_steps(value: Any) -> int:
+    """``total_steps`` as the positive int64 the config would accept, or a ValueError
+    naming it (a progress bar over ``10**400`` steps fails later, far from the cause)."""
+    steps = step_number(value, "total_steps")
+    if steps < 1:
+        raise ValueError(f"mindwatch: total_steps must be >= 1, got {steps}")
+    return steps
 
 
 class Monitor:
@@ -131,6 +145,8 @@ class Monitor:
         loss_ranks: Optional[Sequence[int]] = None,
     ) -> None:
         self.config = cfg = MonitorConfig.from_any(config)
+        if total_steps is not None:  # checked before anything is made on disk
+            total_steps = _total_steps(total_steps)
         target = logdir if logdir is not None else cfg.logdir
         if target is None:
             raise ValueError(
@@ -159,7 +175,7 @@ class Monitor:
             )
         agree = self._agree_on_run_dir if self._aggregator is not None else None
         previous: Optional[Path] = None
-        folder = Path(os.path.abspath(os.path.expanduser(os.fspath(target))))
+        folder = absolute_logdir(target)
         if cfg.run_name:
             named = {key: cfg.hparams[key] for key in cfg.name_hparams}
             self.logdir, self._own_run_folder = new_run_dir(
@@ -599,6 +615,8 @@ class Monitor:
 
     def set_total_steps(self, total_steps: Optional[int]) -> None:
         """Tell the progress display how many steps the run takes (for the bar and ETA)."""
+        if total_steps is not None:
+            total_steps = _total_steps(total_steps)
         self.total_steps = total_steps
         self._pipeline.submit((pl.ITEM, pl.MAIN, TotalSteps(total_steps)))
 

@@ -131,6 +131,22 @@ def test_a_crash_in_a_checking_command_exits_2_with_one_line(
     assert len([line for line in output.splitlines() if "RuntimeError" in line]) == 1
 
 
+def test_the_crash_line_never_shows_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception's text may quote a webhook URL with its token: the line is redacted."""
+    import mindwatch.tools.doctor
+
+    def leak(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(
+            "POST https://oapi.dingtalk.com/robot/send?access_token=s3cr3tT0ken failed"
+        )
+
+    monkeypatch.setattr(mindwatch.tools.doctor, "diagnose", leak)
+    output = exit_2(run("doctor", str(tmp_path)), "mindwatch doctor failed", "oapi.dingtalk.com")
+    assert "s3cr3tT0ken" not in output
+
+
 def test_mindwatch_debug_shows_the_traceback_and_still_exits_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

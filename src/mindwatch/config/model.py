@@ -85,6 +85,7 @@ class MonitorConfig(Settings):
 
     logdir: Optional[str] = Field(
         default=None,
+        min_length=1,
         validation_alias=AliasChoices("logdir", "log_dir", "summary_dir", "tensorboard_dir"),
         description="Run folder for event files, run.json and alerts (aliases: log_dir, "
         "summary_dir, tensorboard_dir). Created with its parents; resolved to an absolute "

@@ -131,9 +131,35 @@ class WriterStats:
     files_vanished: int = 0
 
 
+def absolute_logdir(path: Any) -> Path:
+    """``path`` made absolute (``~`` expanded), or a LogDirError saying what is wrong
+    with it: not a path at all, empty (which would silently mean the working folder),
+    or holding a NUL character (which no file system takes)."""
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        raise LogDirError(
+            f"the log folder must be a path (a str or pathlib.Path), got "
+            f"{type(path).__name__}: {path!r:.60}. Pass logdir='runs/my_run'."
+        ) from None
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text.strip():
+        raise LogDirError(
+            "the log folder is empty; pass one (logdir='runs/my_run', or '.' for the "
+            "working folder)"
+        )
+    if "\0" in text:
+        raise LogDirError(
+            f"the log folder {text!r:.80} holds a NUL character, which no file system "
+            "takes; check how the path was built"
+        )
+    return Path(os.path.abspath(os.path.expanduser(text)))
+
+
 def prepare_logdir(path: PathLike) -> Path:
     """Return ``path`` as an absolute folder, created if missing, or raise LogDirError."""
-    folder = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    folder = absolute_logdir(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

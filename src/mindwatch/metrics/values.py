@@ -139,8 +139,8 @@ def _complex(key: str, value: Any) -> NoReturn:
     )
 
 
-def step_number(step: Any) -> int:
-    """``step`` as an int that fits TensorBoard's int64, or a TypeError saying why."""
+def step_number(step: Any, name: str = "step") -> int:
+    """``step`` as an int that fits TensorBoard's int64, or a TypeError naming ``name``."""
     try:
         value = int(step.__index__())
     except AttributeError:
@@ -148,10 +148,11 @@ def step_number(step: Any) -> int:
             value = int(step)
         else:
             raise TypeError(
-                f"mindwatch: step must be an int, got {type(step).__name__}: {step!r}"
+                f"mindwatch: {name} must be an int, got {type(step).__name__}: {step!r:.60}"
             ) from None
     if not -INT64 <= value < INT64:
-        raise TypeError(f"mindwatch: step must fit in 64 bits (TensorBoard's int64), got {value}")
+        shown = f"{value:.3e}" if abs(value) < 10**300 else "a number of over 300 digits"
+        raise TypeError(f"mindwatch: {name} must fit in 64 bits (TensorBoard's int64), got {shown}")
     return value
 
 
