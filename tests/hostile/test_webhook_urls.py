@@ -172,3 +172,26 @@ def test_a_notifier_bug_is_said_once_with_its_reason_redacted(
     assert TOKEN not in message
     assert "hooks.example" not in message
     assert dispatcher.failed == 3
+
+
+@pytest.mark.parametrize(
+    "address", ["pushgateway:abc", "http://gw 9091", "ftp://gw:9091", "http://:9091", "gw:0"]
+)
+def test_a_malformed_pushgateway_address_is_refused_masked(address: str) -> None:
+    """The Pushgateway address gets the webhook's checks (it may carry a password too);
+    ``host:port`` without a scheme is fine, as prometheus_client reads it."""
+    from mindwatch.config import ConfigError, MonitorConfig
+
+    with pytest.raises(ConfigError) as info:
+        MonitorConfig.from_dict({"prometheus": {"push": {"url": address}}})
+    assert "prometheus.push.url" in str(info.value)
+    assert address not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "address", ["pushgateway:9091", "http://gw:9091", "https://u:p@gw.example/push", "gw"]
+)
+def test_a_pushgateway_address_as_people_write_it_is_accepted(address: str) -> None:
+    from mindwatch.config import MonitorConfig
+
+    MonitorConfig.from_dict({"prometheus": {"push": {"url": address}}})

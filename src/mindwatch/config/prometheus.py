@@ -15,6 +15,7 @@ from typing import Optional
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from mindwatch.config.settings import DAY, Settings
+from mindwatch.config.urls import pushgateway_url_problem
 
 __all__ = ["RESERVED_LABELS", "PrometheusSettings", "PushSettings"]
 
@@ -76,6 +77,15 @@ class PushSettings(Settings):
             raise ValueError(
                 "must be the NAME of an environment variable (e.g. PUSHGATEWAY_URL), not its value"
             )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _address(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        if value is not None:
+            problem = pushgateway_url_problem(value.get_secret_value())
+            if problem is not None:
+                raise ValueError(problem)  # the error shows the value masked: '***'
         return value
 
     @model_validator(mode="after")

@@ -7,9 +7,19 @@ import unicodedata
 import urllib.parse
 from typing import Optional
 
-__all__ = ["webhook_url_problem"]
+__all__ = ["pushgateway_url_problem", "webhook_url_problem"]
 
 _WEBHOOK_EXAMPLE = "e.g. https://oapi.dingtalk.com/robot/send?access_token=..."
+_PUSHGATEWAY_EXAMPLE = "e.g. http://pushgateway:9091"
+
+
+def pushgateway_url_problem(url: str) -> Optional[str]:
+    """What makes ``url`` unusable as a Pushgateway address (the same rules as a
+    webhook's, except that ``host:port`` without a scheme means ``http://host:port``, as
+    prometheus_client reads it), or None. Never quotes it: it may carry a password."""
+    if "://" not in url:
+        url = f"http://{url}"
+    return _url_problem(url, _PUSHGATEWAY_EXAMPLE, "a Pushgateway")
 
 
 def webhook_url_problem(url: str) -> Optional[str]:
@@ -18,6 +28,10 @@ def webhook_url_problem(url: str) -> Optional[str]:
     with a host, a numeric port from 1 to 65535 if any, and no whitespace or control
     characters (a pasted line break, a space). Used for ``url`` when the config is built
     and for a ``url_env`` variable's value when delivery starts."""
+    return _url_problem(url, _WEBHOOK_EXAMPLE, "a webhook")
+
+
+def _url_problem(url: str, example: str, what: str) -> Optional[str]:
     if any(c.isspace() or unicodedata.category(c) == "Cc" for c in url):
         return (
             "contains a space, line break or control character: paste the address alone, "
@@ -29,14 +43,12 @@ def webhook_url_problem(url: str) -> Optional[str]:
     except ValueError:
         return (
             "is not a valid web address (a port that is not a number from 1 to 65535, or "
-            f"a broken [IPv6] host); {_WEBHOOK_EXAMPLE}"
+            f"a broken [IPv6] host); {example}"
         )
     if parts.scheme not in ("http", "https"):
-        return (
-            f"must start with https:// (or http://), the address of a webhook; {_WEBHOOK_EXAMPLE}"
-        )
+        return f"must start with https:// (or http://), the address of {what}; {example}"
     if not parts.hostname:
-        return f"has no host name after {parts.scheme}://; {_WEBHOOK_EXAMPLE}"
+        return f"has no host name after {parts.scheme}://; {example}"
     if port == 0:
-        return "has port 0, which no server listens on: use the port of the webhook (or none)"
+        return f"has port 0, which no server listens on: use the port of {what} (or none)"
     return None
