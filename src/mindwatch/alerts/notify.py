@@ -275,13 +275,6 @@ class EmailNotifier(Notifier):
             raise NotifyError(f"{self.name}: {type(exc).__name__}") from None
 
 
-def _redacted(text: str, secrets: list[str]) -> str:
-    """``text`` with every one of ``secrets`` replaced by ***."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
-
-
 _KINDS: dict[str, type[Notifier]] = {
     "webhook": WebhookNotifier,
     "dingtalk": DingTalkNotifier,
@@ -326,7 +319,7 @@ class Dispatcher:
                 log.warning(
                     "mindwatch: %s; its alerts are not delivered until then (they are in "
                     "alerts.jsonl, and counted as failed in run.json)",
-                    _redacted(problem, notifier.secrets()),
+                    redact_text(problem, notifier.secrets()),
                 )
         self._thread = threading.Thread(target=self._run, name="mindwatch-notify", daemon=True)
         self._thread.start()
@@ -403,7 +396,7 @@ class Dispatcher:
         log.warning(
             "mindwatch: could not deliver an alert: %s (after %d attempt%s; further "
             "failures of this notifier are counted, not shown)",
-            _redacted(reason, notifier.secrets())[:300],
+            redact_text(reason, notifier.secrets())[:300],
             attempts,
             "s" * (attempts != 1),
         )

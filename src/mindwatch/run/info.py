@@ -45,9 +45,9 @@ from typing import Any
 from mindwatch.common.redact import redact_argv, redact_strings, redact_value
 from mindwatch.common.warn import WarnOnce
 from mindwatch.run.layout import RUN_FILE
-from mindwatch.run.record import RunFile, read_run_file, read_run_info
+from mindwatch.run.record import RunFile, read_run_file
 
-__all__ = ["PROCESS", "RunInfo", "package_versions", "process_alive", "read_run_info"]
+__all__ = ["PROCESS", "RunInfo", "package_versions", "process_alive"]
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from mindwatch.events.mixing import mixed_runs
-from mindwatch.run.info import read_run_info
+from mindwatch.run.record import read_run_info
 from mindwatch.tools.compare_checks import Check, CompareError, Tolerances, compare_runs
 from mindwatch.tools.completeness import held_steps, steps_gap
 

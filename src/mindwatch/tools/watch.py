@@ -48,8 +48,8 @@ from mindwatch.config import AlertSettings
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
 from mindwatch.rules import RuleEngine
-from mindwatch.run.info import read_run_info
 from mindwatch.run.ranks import rank_of_run
+from mindwatch.run.record import read_run_info
 from mindwatch.tools.completeness import ENDED, steps_gap
 from mindwatch.tools.watch_state import VERSION, SavedRun, load_state
 
