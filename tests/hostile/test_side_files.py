@@ -546,3 +546,12 @@ def test_a_new_run_next_to_a_damaged_one_only_adds_its_link(tmp_path: Path) -> N
     after = json.loads(path.read_text(encoding="utf-8"))
     assert after == {**data, "next_runs": [str(tmp_path / "exp-2")]}
     assert json.loads((tmp_path / "exp-2" / "run.json").read_text())["previous_run"] == str(folder)
+
+
+def test_a_path_with_a_nul_is_a_problem_not_an_exception(tmp_path: Path) -> None:
+    """os.open raised ValueError ("embedded null byte"), which escaped read_side_file."""
+    from mindwatch.common.side_files import read_side_file
+
+    found = read_side_file(tmp_path / "a\0b" / "run.json", 1000)
+    assert found.data is None
+    assert found.problem == "cannot be opened (its path holds a NUL character)"

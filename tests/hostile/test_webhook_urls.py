@@ -195,3 +195,76 @@ def test_a_pushgateway_address_as_people_write_it_is_accepted(address: str) -> N
     from mindwatch.config import MonitorConfig
 
     MonitorConfig.from_dict({"prometheus": {"push": {"url": address}}})
+
+
+# A character beyond ASCII (review of issue 20, item 6): a zero-width space pasted from a
+# chat passed the checks and failed every delivery with "UnicodeEncodeError: 'ascii'
+# codec can't encode character '\u200b'". Each: (where, what it is, how it is named).
+NOT_ASCII = {
+    "zero-width space in the token": (
+        f"/robot/send?access_token={TOKEN}\u200b",
+        "U+200B",
+        "zero-width space",
+    ),
+    "BOM before the scheme": ("\ufeff", "U+FEFF", "byte order mark"),
+    "no-break space in the path": ("/robot\u00a0send", "U+00A0", "no-break space"),
+    "word joiner": ("/hook\u2060", "U+2060", "word joiner"),
+    "Chinese path": ("/机器人/send", "U+673A", "percent-encode"),
+    "Chinese host": ("", "U+4F8B", "xn--"),
+}
+
+
+def _with(where: str) -> str:
+    if where == "\ufeff":
+        return f"\ufeffhttps://oapi.dingtalk.com/robot/send?access_token={TOKEN}"
+    if not where:
+        return f"https://例子.测试/hook?access_token={TOKEN}"
+    return f"https://oapi.dingtalk.com{where}"
+
+
+@pytest.mark.parametrize("case", NOT_ASCII.values(), ids=NOT_ASCII.keys())
+def test_a_url_with_a_character_beyond_ascii_is_refused_naming_it(
+    case: tuple[str, str, str],
+) -> None:
+    where, code_point, named = case
+    url = _with(where)
+    config = {"alerts": {"notify": [{"kind": "dingtalk", "url": url}]}}
+    with pytest.raises(ConfigError) as info:
+        MonitorConfig.from_dict(config)
+    message = config_error(info, "alerts.notify.0.url", "'***'", code_point, named)
+    position = next(i for i, c in enumerate(url, 1) if ord(c) > 127)
+    assert f"character {position} of {len(url)}" in message
+    assert TOKEN not in message
+    assert "dingtalk" not in message
+    assert not any(ord(c) > 127 for c in message)  # not the character itself
+    with pytest.raises(ConfigError) as push:
+        MonitorConfig.from_dict({"prometheus": {"push": {"url": url}}})
+    config_error(push, "prometheus.push.url", code_point)
+
+
+def test_a_url_in_a_variable_with_a_zero_width_space_is_said_once_at_start(
+    tmp_path: Path,
+    failing_server: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("MW_TEST_HOOK", f"http://{failing_server}/hook?token={TOKEN}\u200b")
+    caplog.set_level(logging.WARNING)
+    config = {
+        "print_every": 0,
+        "alerts": {
+            "cooldown_steps": 0,
+            "notify": [{"kind": "webhook", "url_env": "MW_TEST_HOOK"}],
+            "delivery": {"retries": 0, "timeout": 2},
+        },
+    }
+    with mindwatch.Monitor(tmp_path, config) as mon:
+        warning = one_warning(caplog.records, "MW_TEST_HOOK", "U+200B", "zero-width space")
+        for step in range(1, 4):
+            mon.log_step(step, loss=math.nan)
+    assert [w for w in mindwatch_warnings(caplog.records) if "notifier" in w] == [warning]
+    assert "UnicodeEncodeError" not in caplog.text
+    assert Failing.posts == 0
+    assert TOKEN not in caplog.text
+    notes = json.loads((tmp_path / "run.json").read_text())["notifications"]
+    assert (notes["failed"], notes["sent"]) == (3, 0)

@@ -92,7 +92,8 @@ def _kind(mode: int) -> str:
 
 def read_side_file(path: Path, limit: int, *, partial: bool = False) -> SideFile:
     """The first ``limit`` bytes of ``path`` if it is a regular file. A bigger file is a
-    problem, or with ``partial`` its first ``limit`` bytes (``truncated``)."""
+    problem, or with ``partial`` its first ``limit`` bytes (``truncated``); so is a path
+    that cannot be opened (a NUL in it included)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)  # O_NONBLOCK: a FIFO opens at once instead of waiting
@@ -100,6 +101,8 @@ def read_side_file(path: Path, limit: int, *, partial: bool = False) -> SideFile
         return SideFile(path)
     except OSError as exc:
         return SideFile(path, problem=f"cannot be opened ({exc.strerror or exc})")
+    except ValueError:  # a NUL in the path: no file system has such a file
+        return SideFile(path, problem="cannot be opened (its path holds a NUL character)")
     try:
         return _read(path, fd, limit, partial)
     except OSError as exc:

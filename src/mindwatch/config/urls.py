@@ -25,18 +25,68 @@ def pushgateway_url_problem(url: str) -> Optional[str]:
 def webhook_url_problem(url: str) -> Optional[str]:
     """What makes ``url`` unusable as a webhook address, in words that never quote it
     (webhook URLs carry their access token), or None: the scheme must be http or https,
-    with a host, a numeric port from 1 to 65535 if any, and no whitespace or control
-    characters (a pasted line break, a space). Used for ``url`` when the config is built
-    and for a ``url_env`` variable's value when delivery starts."""
+    with a host, a numeric port from 1 to 65535 if any, only ASCII characters (a
+    zero-width space pasted from a chat, a Chinese path or host name: named by position
+    and code point) and no whitespace or control characters (a pasted line break, a
+    space). Used for ``url`` when the config is built and for a ``url_env`` variable's
+    value when delivery starts."""
     return _url_problem(url, _WEBHOOK_EXAMPLE, "a webhook")
 
 
-def _url_problem(url: str, example: str, what: str) -> Optional[str]:
-    if any(c.isspace() or unicodedata.category(c) == "Cc" for c in url):
+# Characters that come invisibly with a pasted address (from a chat, a web page, a
+# document): named, since the user cannot see them.
+_INVISIBLE = {
+    "\u200b": "zero-width space",
+    "\u200c": "zero-width non-joiner",
+    "\u200d": "zero-width joiner",
+    "\u2060": "word joiner",
+    "\ufeff": "byte order mark (BOM)",
+    "\u00a0": "no-break space",
+    "\u202f": "narrow no-break space",
+    "\u3000": "ideographic (full-width) space",
+    "\u00ad": "soft hyphen",
+}
+
+
+def _not_ascii(url: str) -> Optional[str]:
+    """The first character of ``url`` beyond ASCII, by position and code point (never
+    the character itself, nor the URL): HTTP libraries send only ASCII, so such an
+    address fails at every delivery with ``UnicodeEncodeError``."""
+    for position, char in enumerate(url, 1):
+        if ord(char) < 0x80:
+            continue
+        name = _INVISIBLE.get(char)
+        if name is None and unicodedata.category(char) in ("Cf", "Zs", "Zl", "Zp", "Mn"):
+            name = unicodedata.name(char, "an invisible character").lower()
+        if name is not None:
+            return (
+                f"has an invisible character, U+{ord(char):04X} ({name}), at character "
+                f"{position} of {len(url)}, which came with a copy: delete it, or paste the "
+                "address again from where it was made"
+            )
+        return (
+            f"has a character that is not ASCII, U+{ord(char):04X}, at character {position} "
+            f"of {len(url)}; a web request carries only ASCII: percent-encode it "
+            "(urllib.parse.quote), or write a non-ASCII host name in its xn-- form"
+        )
+    return None
+
+
+def _characters_problem(url: str) -> Optional[str]:
+    """A character no address has: beyond ASCII, white space, a control character."""
+    not_ascii = _not_ascii(url)
+    if not_ascii is None and any(c.isspace() or unicodedata.category(c) == "Cc" for c in url):
         return (
             "contains a space, line break or control character: paste the address alone, "
             "on one line"
         )
+    return not_ascii
+
+
+def _url_problem(url: str, example: str, what: str) -> Optional[str]:
+    characters = _characters_problem(url)
+    if characters is not None:
+        return characters
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port  # ValueError for a port that is not a number in 0-65535

@@ -35,6 +35,7 @@ __all__ = [
 _pack_d = struct.Struct("<d").pack
 _pack_f = struct.Struct("<f").pack
 _FLOAT32_MAX = 3.4028234663852886e38
+_INT64 = 1 << 63  # Event.step is an int64
 
 # Proto3 omits fields that hold their default value; we do the same so our bytes match
 # SerializeToString() exactly.
@@ -78,6 +79,8 @@ def _head(wall_time: float, step: int) -> bytes:
     else:
         head = b""
     if step:
+        if not -_INT64 <= step < _INT64:  # varint() would wrap it (or write 11 bytes)
+            raise ValueError("the step does not fit TensorBoard's int64 (from -2**63 to 2**63 - 1)")
         head += _STEP + varint(step)
     return head
 

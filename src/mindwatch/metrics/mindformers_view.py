@@ -23,14 +23,28 @@ MindFormers tag                     mindwatch's value
 ==================================  ==================================================
 
 MindFormers truncates ``iteration-time`` to whole milliseconds; mindwatch does not.
+
+The samples axis is TensorBoard's int64 step: when ``step x global batch`` is not a
+finite number within it (``samples`` logged as NaN, ``10**400`` or ``1e18``), that step
+has no ``_vs_samples`` twins, which would be lost or wrap to a negative step; its
+MindFormers tags against steps are written all the same, and one warning per run (per
+``warn``) names ``samples``.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable
 from typing import Optional
 
-__all__ = ["mindformers_view"]
+from mindwatch.common.warn import WarnOnce
+from mindwatch.metrics.values import INT64
+
+__all__ = ["mindformers_view", "view_warnings"]
+
+log = logging.getLogger(__name__)
+_process_warnings = WarnOnce(log)
 
 _RENAMED = {
     "train/loss": "loss",
@@ -50,11 +64,13 @@ def mindformers_view(
     samples: Optional[float],
     world_size: int,
     flops_per_step: Optional[float] = None,
+    warn: Optional[WarnOnce] = None,
 ) -> list[tuple[int, Values]]:
     """``[(step, values), (samples seen, twins)]`` in MindFormers' names.
 
     ``samples``: samples per step on one device (None: no batch size, throughput or
-    samples axis); ``flops_per_step``: model FLOPs of one step on one device.
+    samples axis); ``flops_per_step``: model FLOPs of one step on one device; ``warn``:
+    the run's warnings (:func:`view_warnings`; without it, once per process).
     """
     by_tag = dict(values)
     out = [(name, by_tag[tag]) for tag, name in _RENAMED.items() if tag in by_tag]
@@ -73,4 +89,24 @@ def mindformers_view(
         out.append(("B-samples-per-day", throughput * world_size * _SECONDS_PER_DAY / 1e9))
         if flops_per_step is not None:
             out.append(("model-flops-throughput-per-npu", flops_per_step / compute_ms / 1e9))
-    return [(step, out), (int(step * batch), twins)]
+    seen = step * batch
+    if not (math.isfinite(seen) and -INT64 <= seen < INT64):
+        (warn or _process_warnings)(
+            "samples axis",
+            "mindwatch: at step %d, samples seen (step x samples %s x world size %d = %s) "
+            "is not a step TensorBoard can hold (a finite int64), so the MindFormers "
+            "*_vs_samples twins of this step (and of any other such step) are left out; "
+            "the MindFormers tags against steps are written. Check the samples= given "
+            "to log_step (samples per step on one device).",
+            step,
+            f"{samples:.4g}",
+            world_size,
+            f"{seen:.4g}",
+        )
+        return [(step, out)]
+    return [(step, out), (int(seen), twins)]
+
+
+def view_warnings() -> WarnOnce:
+    """The warnings of one run's MindFormers view (each said once per run)."""
+    return WarnOnce(log)

@@ -14,6 +14,8 @@ from decimal import Decimal
 from numbers import Rational
 from typing import Any, NoReturn, Optional
 
+import numpy as np
+
 from mindwatch.common.warn import WarnOnce
 
 __all__ = ["INT64", "NonFiniteCounter", "number", "step_number"]
@@ -27,15 +29,31 @@ log = logging.getLogger(__name__)
 _too_large = WarnOnce(log)
 
 
-def number(key: str, value: Any) -> float:
+# numpy's real scalar types, by exact type: ``float()`` of one is exact and cannot fail
+# (``longdouble`` is not here: it can hold numbers beyond a float's range).
+_NUMPY_REAL = frozenset(np.dtype(code).type for code in "?bBhHiIlLqQefd")
+# Text in any form: ``float()`` parses str, bytes and bytearray, numpy arrays of them
+# parse through ``float()`` or ``item()``.
+_TEXT = (str, bytes, bytearray, memoryview)
+_COMPLEX = (complex, np.complexfloating)
+_SPECIAL = (*_TEXT, *_COMPLEX, np.ndarray)
+# Whether a type is one of _SPECIAL, remembered by type: an isinstance() against the
+# seven costs half a tensor's float() (a few dozen types in a process, at most).
+_special_types: dict[type, bool] = {}
+_NDARRAY = np.ndarray
+
+
+def number(key: str, value: Any) -> float:  # noqa: PLR0911 - a return per fast path
     """``value`` as a float, or a TypeError that names the key.
 
     This is the one place where the numbers users hand mindwatch become floats (log_step,
     log_eval, log_scalars, hparams, the MindSpore adapter's outputs). It accepts Python
     numbers (``int`` of any size, ``bool``, ``float``, ``Fraction``, ``Decimal``), numpy
     scalars of every real dtype, 0-d and one-element arrays, and framework tensors (via
-    ``item()``). It rejects strings, which ``float()`` would silently parse, and complex
-    numbers, whose imaginary part numpy's ``float()`` would silently drop.
+    ``item()``). It rejects text in any form (``str``, ``bytes``, ``bytearray``,
+    ``memoryview``, numpy arrays of strings, object arrays holding a string), which
+    ``float()`` would silently parse, and complex numbers, whose imaginary part numpy's
+    ``float()`` would silently drop.
 
     A value that is not a number raises instead of being skipped with a warning: it is
     a programming error, visible on the very first step, and a curve that silently
@@ -46,26 +64,76 @@ def number(key: str, value: Any) -> float:
     becomes ``+inf`` or ``-inf``, written and counted as non-finite like a NaN, with one
     warning per key (per process) naming it. It never raises ``OverflowError`` on the
     training thread.
+
+    It runs for every value logged, so the common cases come first, by exact type: a
+    ``float`` costs one check, an ``int`` two, a numpy real scalar three, a numpy array
+    four; a framework tensor (after its first value) its own ``float()`` and a
+    dictionary look-up.
     """
     if type(value) is float:
         return value
-    if isinstance(value, (str, bytes)):
-        raise TypeError(
-            f"mindwatch: '{key}' must be a number, got the string {value!r:.60}; "
-            "pass the number itself"
-        )
-    if isinstance(value, complex) or getattr(getattr(value, "dtype", None), "kind", "") == "c":
-        _complex(key, value)
-    if not getattr(value, "ndim", 0):  # numbers, 0-d arrays and tensors
+    kind = type(value)
+    if kind is int:
+        try:
+            return float(value)
+        except OverflowError:  # beyond a float's range: +-inf, with one warning
+            return _too_large_value(key, value, _INF)
+    if kind in _NUMPY_REAL:
+        return float(value)
+    if kind is _NDARRAY and value.dtype.type in _NUMPY_REAL:
+        if value.ndim == 0:
+            return float(value)
+        if value.size == 1:  # float() of it: deprecated by NumPy 1.25, refused by 2
+            return float(value.item())
+    elif _special_types.get(kind) is False and not getattr(value, "ndim", 0):
+        # A type seen before that is neither text, complex nor an array: a 0-d
+        # framework tensor, as a rule. A finite float() of it is the answer.
+        try:
+            result = float(value)
+        except (TypeError, ValueError, ArithmeticError):
+            return _general(key, value)  # says precisely what is wrong
+        if result - result == 0.0:
+            return result
+    return _general(key, value)
+
+
+def _general(key: str, value: Any) -> float:
+    """:func:`number` for everything but the common types."""
+    kind = type(value)
+    special = _special_types.get(kind)
+    if special is None:
+        special = issubclass(kind, _SPECIAL)
+        if len(_special_types) < 1000:
+            _special_types[kind] = special
+    if special:
+        if isinstance(value, _TEXT):
+            _text(key, value)
+        if isinstance(value, _COMPLEX):
+            _complex(key, value)
+        if isinstance(value, np.ndarray):
+            dtype_kind = value.dtype.kind
+            if dtype_kind == "c":
+                _complex(key, value)
+            if dtype_kind in "US":
+                _text(key, value)
+            if value.ndim == 0 and dtype_kind != "O":  # objects: by item(), below
+                result = _as_float(key, value)
+                if result is not None:
+                    return result
+    elif not getattr(value, "ndim", 0):  # numbers, numpy scalars and 0-d tensors
         result = _as_float(key, value)
         if result is not None:
             return result
-    # A one-element array: NumPy >= 1.25 deprecates float() on it, NumPy 2 refuses it.
+    # A one-element array or tensor (NumPy >= 1.25 deprecates float() on it, NumPy 2
+    # refuses it), an object array (whose float() would parse a string it holds), a
+    # 0-d tensor whose float() failed (a complex one).
     if getattr(value, "size", None) == 1 and hasattr(value, "item"):
         try:
             item = value.item()
         except (TypeError, ValueError):
             item = None
+        if isinstance(item, _TEXT):
+            _text(key, value)
         if isinstance(item, complex):  # a framework tensor of a complex dtype
             _complex(key, value)
         if item is not None:
@@ -78,6 +146,12 @@ def number(key: str, value: Any) -> float:
         f"mindwatch: '{key}' must be a number (int, float, or a one-element "
         f"numpy array / tensor), got {what}: {value!r:.60}"
     ) from None
+
+
+def _text(key: str, value: Any) -> NoReturn:
+    raise TypeError(
+        f"mindwatch: '{key}' must be a number, got the string {value!r:.60}; pass the number itself"
+    )
 
 
 def _as_float(key: str, value: Any) -> Optional[float]:
@@ -96,6 +170,12 @@ def _as_float(key: str, value: Any) -> Optional[float]:
         # out infinite but does not equal that infinity was finite, and too large.
         if result - result == 0.0 or math.isnan(result) or _equals(value, result):
             return result
+    return _too_large_value(key, value, result)
+
+
+def _too_large_value(key: str, value: Any, result: float) -> float:
+    """+-inf for ``value``, a finite number too large for a float, with one warning per
+    key naming it."""
     try:
         negative = bool(value < 0)
     except Exception:  # an odd type: the sign of its float then

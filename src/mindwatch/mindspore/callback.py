@@ -65,7 +65,7 @@ from mindspore.train import Callback
 
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig
-from mindwatch.events.writer import LogDirError, PathLike
+from mindwatch.events.writer import LogDirError, PathLike, absolute_logdir
 from mindwatch.metrics.system import host_peak_rss_mb
 from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.actions import LoopActions
@@ -260,9 +260,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         return self.monitor.logdir
 
     def _base_folder(self) -> Optional[Path]:
-        """The configured run folder, absolute (None if none is configured)."""
+        """The configured run folder, absolute (None if none is configured), resolved as
+        Monitor resolves it: a LogDirError for one that cannot be (empty, a NUL, not a
+        path), before anything reads it."""
         base = self._base_logdir
-        return None if base is None else Path(os.path.abspath(os.path.expanduser(os.fspath(base))))
+        return None if base is None else absolute_logdir(base)
 
     def _live_monitor(self) -> Monitor:
         if self._monitor is None:

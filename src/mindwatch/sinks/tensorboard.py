@@ -15,7 +15,7 @@ from typing import Optional
 from mindwatch.events.summaries import custom_scalars_layout_value, import_layout_support
 from mindwatch.events.writer import EventFileWriter, WriterStats
 from mindwatch.metrics.derived import StepRates
-from mindwatch.metrics.mindformers_view import mindformers_view
+from mindwatch.metrics.mindformers_view import mindformers_view, view_warnings
 from mindwatch.sinks.board_layout import first_screen_layout
 from mindwatch.sinks.items import (
     EvalValues,
@@ -88,6 +88,7 @@ class MindFormersView:
         self.writer = writer
         self.world_size = world_size
         self.rates = rates
+        self._warn = view_warnings()
 
     def write(self, item: Item) -> None:
         if not isinstance(item, StepValues):
@@ -99,6 +100,7 @@ class MindFormersView:
             samples=item.samples,
             world_size=self.world_size,
             flops_per_step=flops,
+            warn=self._warn,
         ):
             self.writer.add_scalars(x, view, item.wall)
 
