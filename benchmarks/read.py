@@ -8,10 +8,11 @@ points per tag); the results are checked against each other before any time is p
 The floor is a bare loop over the records that only checks their CRCs.
 
 A second table (issue 20) reads damage: a short run followed by 50 MB of zeros (what
-power loss leaves), of 0xFF bytes and of random bytes, beside a file of 50 MB of real
-events, each with mindwatch.read_scalars, the watcher's incremental RunReader and
-EventAccumulator (which stops at the first damage). Passing damage must cost less than
-reading as many bytes of real events.
+power loss leaves), of 0xFF bytes, of random bytes and of small int64 integers (a
+plausible record length every few bytes: an array or a checkpoint copied in), beside
+a file of 50 MB of real events, each with mindwatch.read_scalars, the watcher's
+incremental RunReader and EventAccumulator (which stops at the first damage). Passing
+damage must cost less than reading as many bytes of real events.
 
     python benchmarks/read.py [--repeats 3] [--steps 20000] [--damage-mb 50]
 """
@@ -25,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+import numpy as np
 
 import mindwatch
 from mindwatch.events.crc import crc32c
@@ -119,12 +122,14 @@ def damage_table(root: Path, megabytes: int, repeats: int) -> None:
 
     logging.getLogger("mindwatch").setLevel(logging.ERROR)  # one warning per damaged file
     size = megabytes << 20
-    folders = {name: Path(root, f"damage-{name}") for name in ("real", "zeros", "0xff", "random")}
+    names = ("real", "zeros", "0xff", "random", "int64")
+    folders = {name: Path(root, f"damage-{name}") for name in names}
     steps = write_events_of_size(folders["real"], size)
     tails = {
         "zeros": bytes(size),
         "0xff": b"\xff" * size,
         "random": random.Random(20).randbytes(size),
+        "int64": np.arange(size // 8, dtype="<i8").tobytes(),
     }
     for name, tail in tails.items():
         write_events_of_size(folders[name], 1, chunk=100)  # 100 steps, then the damage
@@ -144,19 +149,20 @@ def damage_table(root: Path, megabytes: int, repeats: int) -> None:
         "zeros": f"+{megabytes} MB zeros",
         "0xff": f"+{megabytes} MB 0xFF",
         "random": f"+{megabytes} MB random",
+        "int64": f"+{megabytes} MB int64",
     }
     print(
         f"Damage vs real events: {steps:,} steps (10 tags each) of real events in "
         f"{megabytes} MB, against 100 steps followed by {megabytes} MB of damage; "
         f"seconds, median of {repeats}"
     )
-    print(f"  {'reader':<30}" + "".join(f"{label:>22}" for label in columns.values()))
+    print(f"  {'reader':<28}" + "".join(f"{label:>20}" for label in columns.values()))
     for name, read in readers.items():
         cells = []
         for column in columns:
             times = [timed(read, folders[column])[0] for _ in range(repeats)]
-            cells.append(f"{statistics.median(times):22.3f}")
-        print(f"  {name:<30}" + "".join(cells))
+            cells.append(f"{statistics.median(times):20.3f}")
+        print(f"  {name:<28}" + "".join(cells))
     print()
 
 

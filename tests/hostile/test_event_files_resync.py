@@ -1,7 +1,8 @@
 """Issue 20, item 8: damaged regions cost about what as many bytes of good records cost.
 
-A zero-filled tail (what power loss leaves), a 0xFF tail, random bytes, and a zeroed
-region in the middle of a file: the reader passes each in bulk. No wall time is
+A zero-filled tail (what power loss leaves), a 0xFF tail, random bytes, small integers
+(an int64 array: a plausible record length every few bytes), and a zeroed region in the
+middle of a file: the reader passes each in bulk. No wall time is
 asserted; the work is: the CRCs computed and the record headers looked at, counted by
 wrapping the reader's own functions, must not grow with the size of the damage.
 """
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import mindwatch
@@ -86,6 +88,8 @@ def test_twelve_zero_bytes_are_never_a_record_header() -> None:
         pytest.param(b"\0" * (5 * MB), id="zeros"),
         pytest.param(b"\xff" * (5 * MB), id="0xff"),
         pytest.param(random.Random(20).randbytes(5 * MB), id="random"),
+        pytest.param(np.arange(5 * MB // 8, dtype="<i8").tobytes(), id="int64"),
+        pytest.param(np.arange(5 * MB // 4, dtype="<u4").tobytes(), id="uint32"),
     ],
 )
 def test_a_5mb_damaged_tail_costs_work_per_region_not_per_byte(
@@ -101,9 +105,11 @@ def test_a_5mb_damaged_tail_costs_work_per_region_not_per_byte(
     caplog.set_level(logging.WARNING, logger="mindwatch")
     records, crcs, headers = work.of(event_file)
     assert records == clean  # everything before the damage
-    # A per-byte search costs ~5 million of each here; a bulk one a handful.
-    assert crcs - clean_crcs <= 16, crcs - clean_crcs
-    assert headers - clean_headers <= 16, headers - clean_headers
+    # A per-byte search costs ~5 million of each here; a bulk one a handful (and the
+    # candidates looked at one by one before the search goes dense).
+    bound = 16 + reader_module._DENSE_AFTER
+    assert crcs - clean_crcs <= bound, crcs - clean_crcs
+    assert headers - clean_headers <= bound, headers - clean_headers
     (warning,) = [r.getMessage() for r in caplog.records if r.name.startswith("mindwatch")]
     assert str(event_file) in warning
     assert f"at byte offset {event_file.stat().st_size - len(tail)}" in warning
@@ -159,3 +165,51 @@ def test_every_path_that_reads_records_passes_a_zero_tail_in_bulk(
         work.crcs = 0
         read()
         assert work.crcs <= clean_crcs + 16, f"{name}: {work.crcs} CRCs"
+
+
+def _valid_headers(data: bytes, limit: int) -> list[int]:
+    """Every offset of ``data`` holding a valid record header, one offset at a time."""
+    found = []
+    for at in range(len(data) - HEADER + 1):
+        (length,) = struct.unpack_from("<Q", data, at)
+        (stored,) = struct.unpack_from("<I", data, at + 8)
+        if length <= limit and masked_crc32c(data[at : at + 8]) == stored:
+            found.append(at)
+    return found
+
+
+@pytest.mark.parametrize("limit", [1 << 30, 1 << 36, 5000, (1 << 64) - 1])
+def test_the_dense_search_finds_exactly_the_headers_a_byte_by_byte_one_does(limit: int) -> None:
+    """:func:`_header_hits` judges a whole chunk at once; planted headers (lengths within
+    and beyond the limit) among small integers are found where, and only where, the
+    per-offset check finds them."""
+    rng = random.Random(limit)
+    data = bytearray(np.arange(64 * 1024 // 8, dtype="<i8").tobytes())
+    for _ in range(60):
+        at = rng.randrange(0, len(data) - HEADER)
+        length = rng.randrange(0, min(limit, 1 << 40) * 2) if rng.random() < 0.5 else 300
+        head = struct.pack("<Q", length)
+        data[at : at + HEADER] = head + struct.pack("<I", masked_crc32c(head))
+    high = reader_module._zero_high_bytes(limit)
+    hits, _ = reader_module._header_hits(bytes(data), high, limit)
+    assert hits.tolist() == _valid_headers(bytes(data), limit)
+
+
+def test_records_after_int64_damage_are_read(
+    event_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records copied in after 2 MB of small integers (and a zero run, and more integers)
+    are found: the dense search hands back the first valid record, as the slow one did."""
+    good = event_file.read_bytes()
+    layout = list(_records_at(good))
+    start, end = layout[10][0], layout[30][0]
+    ints = np.arange(2 * MB // 8, dtype="<i8").tobytes()
+    damaged = good[:start] + ints + bytes(MB) + ints[3:] + good[end:]
+    event_file.write_bytes(damaged)
+    caplog.set_level(logging.WARNING, logger="mindwatch")
+    records = list(RecordReader(event_file).read())
+    assert len(records) == len(layout) - 20
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mindwatch")]
+    assert len(warnings) == 1, warnings  # one region
+    assert f"at byte offset {start}" in warnings[0]
+    assert f"skipped {len(damaged) - len(good) + (end - start)} bytes" in warnings[0]

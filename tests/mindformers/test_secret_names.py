@@ -18,7 +18,8 @@ from tests.hostile.test_side_files_secret_names import SECRETS_OF_MINDFORMERS, m
 def test_no_name_of_the_installed_mindformers_is_a_secret_but_the_listed_ones(
     mindformers_python: Path,
 ) -> None:
-    where = [str(mindformers_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    where = [str(mindformers_python), "-c", purelib]
     site = subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip()
     names = mindformers_names(site)
     assert len(names) > 600

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Union
 
-__all__ = ["BACKEND", "crc32c", "masked_crc32c"]
+__all__ = ["BACKEND", "CRC32C_TABLE", "crc32c", "masked_crc32c"]
 
 _Buffer = Union[bytes, bytearray, memoryview]
 
@@ -29,6 +29,7 @@ def _make_table() -> list[int]:
 
 
 _TABLE = _make_table()
+CRC32C_TABLE: tuple[int, ...] = tuple(_TABLE)  # for vectorised CRCs (events.reader)
 
 
 def _crc32c_py(data: _Buffer) -> int:
