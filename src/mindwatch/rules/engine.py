@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from mindwatch.alerts.model import Alert, likely_causes, severity_rank
+from mindwatch.common.i18n import _
 from mindwatch.config import AlertSettings
 from mindwatch.metrics.tags import tag_for
 from mindwatch.rules.base import Rule
@@ -24,6 +26,8 @@ from mindwatch.rules.builtin import (
 __all__ = ["RuleEngine", "build_rules"]
 
 EPOCH_TAG = tag_for("epoch")  # train/epoch, as the monitor logs it
+
+log = logging.getLogger(__name__)
 
 
 def build_rules(settings: AlertSettings) -> list[Rule]:
@@ -45,6 +49,11 @@ class RuleEngine:
     """Feed it steps; it returns alerts, each (rule, metric, rank) at most once per
     ``cooldown_steps`` unless its severity rises.
 
+    A rule that raises is switched off for the rest of the run with one warning naming
+    it, the step and the error; the other rules go on (``failed`` maps its name to the
+    error). A bug in one rule, or a value it did not expect, must neither take training
+    down nor silence the rules that still work.
+
     Args:
         settings: the ``alerts`` section of the config.
         run: the run's name, written into every alert.
@@ -61,6 +70,7 @@ class RuleEngine:
         self.rank = rank
         self.cooldown = settings.cooldown_steps
         self._last: dict[tuple[str, str, Optional[int]], tuple[int, int]] = {}
+        self.failed: dict[str, str] = {}
 
     def observe(
         self,
@@ -76,8 +86,13 @@ class RuleEngine:
         epoch = None
         if logged_epoch is not None and math.isfinite(logged_epoch):
             epoch = int(logged_epoch)
-        for rule in self.rules:
-            for finding in rule.observe(step, values):
+        for rule in list(self.rules):
+            try:
+                findings = list(rule.observe(step, values))
+            except Exception as exc:
+                self._switch_off(rule, step, exc)
+                continue
+            for finding in findings:
                 rank = finding.rank
                 if rank is None:
                     rank = self._rank(finding.metric, values)
@@ -99,6 +114,15 @@ class RuleEngine:
                 if self._due(alert):
                     alerts.append(alert)
         return alerts
+
+    def _switch_off(self, rule: Rule, step: int, exc: Exception) -> None:
+        self.rules.remove(rule)
+        self.failed[rule.name] = repr(exc)
+        message = _(
+            "the {rule} rule failed at step {step} ({error}); it is off for the rest of "
+            "this run, the other rules go on"
+        )
+        log.warning("mindwatch: %s", message.format(rule=rule.name, step=step, error=repr(exc)))
 
     def _rank(self, metric: str, values: Mapping[str, float]) -> Optional[int]:
         name = metric.split("/", 1)[1] if "/" in metric else metric
