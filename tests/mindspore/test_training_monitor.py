@@ -108,6 +108,36 @@ def test_initial_epoch_continues_the_step_axis(tmp_path: Path, recorder: Recorde
     assert monitor.monitor.total_steps == 30
 
 
+def test_a_second_model_train_with_the_callback_continues_after_its_last_step(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Model.train twice in one process with one callback (a second phase, more epochs):
+    MindSpore starts cur_step_num at 0 again; the steps continue at 11 (they used to
+    fold back over 1-10, with a warning, and doctor saw two runs mixed), and run.json
+    counts both trainings (it used to keep the second's counts and files only)."""
+    import json
+
+    from mindwatch.events.mixing import mixed_runs
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    model = Model(_train_cell())
+    monitor = TrainingMonitor(logdir=tmp_path / "run", config=QUIET)
+    caplog.set_level(logging.WARNING, logger="mindwatch")
+    model.train(1, make_dataset(10 * BATCH, BATCH, 0), callbacks=[monitor])
+    model.train(2, make_dataset(10 * BATCH, BATCH, 1), callbacks=[monitor])
+    read = scalars(tmp_path / "run")
+    assert [s for s, _ in read["train/loss"]] == list(range(1, 31))
+    assert not [r for r in caplog.records if "steps go back" in r.getMessage()]
+    assert mixed_runs(tmp_path / "run") is None
+    run = json.loads((tmp_path / "run" / "run.json").read_text(encoding="utf-8"))
+    assert (run["status"], run["last_step"], run["steps_logged"]) == ("finished", 30, 30)
+    assert run["steps_out_of_order"] == 0
+    files = sorted(p.name for p in (tmp_path / "run").glob("*tfevents*"))
+    assert sorted(run["event_files"]) == sorted(run["event_file_bytes"]) == files
+    assert len(files) == 2
+    assert len(run["attempts"]) == 1
+
+
 def test_fit_validation_results_are_eval_scalars(tmp_path: Path) -> None:
     ms.set_context(mode=ms.GRAPH_MODE)
     net = make_network()

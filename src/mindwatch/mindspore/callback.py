@@ -177,6 +177,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._start_step = 0
         self._total: Optional[int] = None  # the total steps this callback announced
         self._step_offset: Optional[int] = None
+        self._trained = False  # a Model.train with this callback has had its first step
         self._warn = WarnOnce(log)
         self._layers = LayerRecorder(self.config)
         self._collect = Every(self.config.collect_freq)
@@ -387,11 +388,18 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
 
     def _first_step(self, cb: Any) -> None:
         """What can only be known once ``cur_epoch_num`` is set: the resume offset."""
-        offset = self._step_offset = _skipped_epoch_steps(cb)
+        offset = _skipped_epoch_steps(cb)
+        last = self.monitor.last_step
+        if self._trained and self._start_step + offset == 0 and last:
+            # This callback trained before in this process, and this Model.train starts
+            # from step 0 again (no initial_epoch): it goes on training the same network,
+            # so its steps follow the last one instead of drawing over steps 1, 2, ...
+            offset = last
+        self._step_offset = offset
+        self._trained = True
         base = self._start_step + offset  # the step before the first one of this run
         self._prev_step = base
         self.monitor.rebase_clock(base)
-        last = self.monitor.last_step
         if base > 0 and (last is None or base < last):
             # Resumed (initial_epoch / initial_step) in a new process, or stepped back in
             # this one: void what was logged beyond the checkpoint. A Model.train that

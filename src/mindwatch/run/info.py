@@ -45,7 +45,7 @@ from typing import Any
 from mindwatch.common.redact import redact_argv, redact_strings, redact_value
 from mindwatch.common.warn import WarnOnce
 from mindwatch.run.layout import RUN_FILE
-from mindwatch.run.record import RunFile, read_run_file
+from mindwatch.run.record import RunFile, RunRecord, read_run_file
 
 __all__ = ["PROCESS", "RunInfo", "package_versions", "process_alive"]
 
@@ -57,6 +57,15 @@ PROCESS = uuid.uuid4().hex
 _tmp_counter = itertools.count()
 # run.json keys linking the runs written into one folder one after the other.
 _LINKS = ("previous_run", "next_runs")
+# Counters a folder reopened by the same process adds to (RunInfo._with_carried).
+_ADDED_UP = (
+    "points_dropped",
+    "write_errors",
+    "event_files_vanished",
+    "steps_out_of_order",
+    "alerts",
+    "steps_logged",
+)
 _PACKAGES = ("mindwatch", "mindspore", "mindformers", "tensorboard", "numpy", "protobuf")
 
 
@@ -129,10 +138,12 @@ class RunInfo:
         earlier = self._earlier_attempts(on_disk)
         if on_disk.problems:
             self._start_afresh(on_disk, kept=len(earlier))
+        self._carried: RunRecord | None = None
         if earlier and earlier[-1].get("process") == PROCESS:
-            # The same process opened this folder again (e.g. Model.eval after training):
-            # one attempt, not two.
+            # The same process opened this folder again (e.g. Model.eval after training,
+            # a second Model.train): one attempt, not two, whose counts go on adding up.
             self.data["start_time"] = earlier.pop()["start_time"]
+            self._carried = record
         self.data["attempts"] = [*earlier, self._attempt()]
 
     def _attempt(self) -> dict[str, Any]:
@@ -194,8 +205,31 @@ class RunInfo:
         self.data["attempts"][-1] = self._attempt()
 
     def finish(self, status: str = "finished", **fields: Any) -> None:
-        self.update(**fields, status=status, end_time=_now())
+        self.update(**self._with_carried(fields), status=status, end_time=_now())
         self.write()
+
+    def _with_carried(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` (this monitor's totals) plus what the same process's earlier
+        monitor of this folder recorded: counts added, event files listed once each."""
+        before = self._carried
+        if before is None:
+            return fields
+        fields = dict(fields)
+        for key in _ADDED_UP:
+            earlier, now = getattr(before, key), fields.get(key)
+            if earlier and isinstance(now, int):
+                fields[key] = earlier + now
+        if "event_files" in fields:
+            files = list(before.event_files)
+            fields["event_files"] = files + [f for f in fields["event_files"] if f not in files]
+        if "event_file_bytes" in fields:
+            fields["event_file_bytes"] = {**before.event_file_bytes, **fields["event_file_bytes"]}
+        if "nonfinite" in fields and before.nonfinite:
+            nonfinite = dict(before.nonfinite)
+            for tag, count in fields["nonfinite"].items():
+                nonfinite[tag] = nonfinite.get(tag, 0) + count
+            fields["nonfinite"] = nonfinite
+        return fields
 
     def write(self) -> None:
         # A unique temporary name per write: a signal handler may write while the main
