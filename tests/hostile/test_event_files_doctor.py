@@ -142,6 +142,19 @@ def test_zero_filled_and_damaged_regions_are_named_with_what_tensorboard_loses(
     assert shown in out
 
 
+def test_a_zero_filled_tail_is_named_with_its_whole_length(tmp_path: Path) -> None:
+    """Power loss: 1 MiB of zeros after the last record. The finding counts every byte
+    of it (the reader keeps its last 11 bytes apart, as a record being written might
+    start there; doctor used to say 1,048,565)."""
+    path = finished_run(tmp_path / "run")
+    size = path.stat().st_size
+    with path.open("ab") as handle:
+        handle.write(bytes(1 << 20))
+    code, out = doctor(tmp_path / "run")
+    assert code == 1, out
+    assert f"{path.name}: its last 1,048,576 bytes, from byte {size}, are zero-filled" in out
+
+
 def test_a_header_only_file_of_another_tool_is_a_warning_once_settled(tmp_path: Path) -> None:
     from torch.utils.tensorboard import SummaryWriter
 

@@ -215,7 +215,10 @@ class RunInfo:
         if before is None:
             return fields
         fields = dict(fields)
+        resumed = self.data.get("resumed_at") is not None
         for key in _ADDED_UP:
+            if key == "steps_logged" and resumed:
+                continue  # from a checkpoint: the steps beyond it are hidden, as on resume
             earlier, now = getattr(before, key), fields.get(key)
             if earlier and isinstance(now, int):
                 fields[key] = earlier + now

@@ -171,6 +171,9 @@ def _damage(check: str, file: FileContents, causes: list[str]) -> Finding:
             "mindwatch report, export and read_scalars read the records after the damage "
             "too; TensorBoard cannot (keep the file as it is)",
         )
+    # No record follows the damage: all from its start is lost, to the end of the file
+    # (the reader's region leaves out a last few bytes that could start a record).
+    length = file.size - offset
     return Finding(
         check,
         "problem",
