@@ -137,10 +137,17 @@ class CollectiveGuard:
 
     def stop(self) -> None:
         """End the thread once the jobs handed over so far are done (a thread stuck in a
-        collective on a dead peer stays, as a daemon)."""
+        collective on a dead peer stays, as a daemon).
+
+        A thread that is not stuck is joined (briefly): it has run MindSpore operations,
+        and a thread still ending while the interpreter and MindSpore's runtime shut
+        down is a needless risk at exit."""
         with self._lock:
             self._stopped = True
+            stuck = self.broken is not None and self._in_collective
         self._jobs.put(_STOP)
+        if not stuck and self._thread is not threading.current_thread():
+            self._thread.join(_JOIN_SECS)
 
     def _run(self) -> None:
         while True:
@@ -169,3 +176,4 @@ class CollectiveGuard:
 
 
 _STOP: _Job[None] = _Job(None, None)
+_JOIN_SECS = 2.0  # the jobs before the stop are done (sync): only the thread's own end
