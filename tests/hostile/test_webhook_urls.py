@@ -197,6 +197,27 @@ def test_a_pushgateway_address_as_people_write_it_is_accepted(address: str) -> N
     MonitorConfig.from_dict({"prometheus": {"push": {"url": address}}})
 
 
+def test_a_malformed_pushgateway_address_in_a_variable_is_said_once_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``push.url_env``: the address is read when the monitor starts and gets the same
+    checks; one warning names the variable, never the address, and nothing is pushed
+    (it used to fail at every push with the library's ValueError)."""
+    monkeypatch.setenv("MW_TEST_GATEWAY", f"http://gw:abc/?token={TOKEN}")
+    caplog.set_level(logging.WARNING)
+    config = {"print_every": 0, "prometheus": {"push": {"url_env": "MW_TEST_GATEWAY"}}}
+    with mindwatch.Monitor(tmp_path, config) as mon:
+        for step in range(1, 4):
+            mon.log_step(step, loss=1.0 / step)
+    said = mindwatch_warnings(caplog.records)
+    assert len(said) == 1, said
+    for part in ("MW_TEST_GATEWAY", "not a valid web address", "nothing is pushed"):
+        assert part in said[0], said[0]
+    for text in [said[0], (tmp_path / "run.json").read_text()]:
+        assert TOKEN not in text
+        assert "gw:abc" not in text
+
+
 # A character beyond ASCII (review of issue 20, item 6): a zero-width space pasted from a
 # chat passed the checks and failed every delivery with "UnicodeEncodeError: 'ascii'
 # codec can't encode character '\u200b'". Each: (where, what it is, how it is named).

@@ -9,11 +9,13 @@ run on threads of their own.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Optional
 
 from mindwatch.common.i18n import _
 from mindwatch.config.prometheus import PrometheusSettings
+from mindwatch.config.urls import pushgateway_url_problem
 from mindwatch.exporter.families import PrometheusMetrics, RunSeries
 from mindwatch.exporter.serving import MetricsServer, Pusher, push_url
 
@@ -45,12 +47,23 @@ class RunExporter:
         push = settings.push
         if push is not None:
             url = push_url(settings.push_address(), push.url_env)
+            # The config's own url was checked when it was built; one from the variable
+            # is checked here, when it is read, and named by the variable (never shown).
+            problem = None
+            if url is not None and push.url_env and os.environ.get(push.url_env):
+                problem = pushgateway_url_problem(url)
             if url is None:
                 message = _(
                     "prometheus.push: the variable {name} is not set and no url is given; "
                     "nothing is pushed"
                 )
                 log.warning("mindwatch: %s", message.format(name=push.url_env))
+            elif problem is not None:
+                message = _(
+                    "prometheus.push: the address in the variable {name} {problem}; "
+                    "nothing is pushed"
+                )
+                log.warning("mindwatch: %s", message.format(name=push.url_env, problem=problem))
             else:
                 grouping = {"run": run} if rank == 0 else {"run": run, "rank": str(rank)}
                 self.pusher = Pusher(
