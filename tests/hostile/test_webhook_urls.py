@@ -95,6 +95,17 @@ def test_a_good_webhook_url_is_accepted() -> None:
         MonitorConfig.from_dict({"alerts": {"notify": [{"kind": "dingtalk", "url": url}]}})
 
 
+# A webhook whose URL is in the variable MW_TEST_HOOK; every NaN loss is an alert.
+HOOK_FROM_VARIABLE = {
+    "print_every": 0,
+    "alerts": {
+        "cooldown_steps": 0,
+        "notify": [{"kind": "webhook", "url_env": "MW_TEST_HOOK"}],
+        "delivery": {"retries": 0, "timeout": 2},
+    },
+}
+
+
 def test_a_malformed_url_in_a_variable_is_said_once_at_start_naming_the_variable(
     tmp_path: Path,
     failing_server: str,
@@ -105,15 +116,7 @@ def test_a_malformed_url_in_a_variable_is_said_once_at_start_naming_the_variable
     # and the log said "webhook notifier ... failed: ValueError" each time.
     monkeypatch.setenv("MW_TEST_HOOK", f"{failing_server}/hook?token={TOKEN}")
     caplog.set_level(logging.WARNING)
-    config = {
-        "print_every": 0,
-        "alerts": {
-            "cooldown_steps": 0,
-            "notify": [{"kind": "webhook", "url_env": "MW_TEST_HOOK"}],
-            "delivery": {"retries": 0, "timeout": 2},
-        },
-    }
-    mon = mindwatch.Monitor(tmp_path, config)
+    mon = mindwatch.Monitor(tmp_path, HOOK_FROM_VARIABLE)
     at_start = mindwatch_warnings(caplog.records)
     assert len(at_start) == 1, at_start
     warning = at_start[0]
@@ -271,15 +274,7 @@ def test_a_url_in_a_variable_with_a_zero_width_space_is_said_once_at_start(
 ) -> None:
     monkeypatch.setenv("MW_TEST_HOOK", f"http://{failing_server}/hook?token={TOKEN}\u200b")
     caplog.set_level(logging.WARNING)
-    config = {
-        "print_every": 0,
-        "alerts": {
-            "cooldown_steps": 0,
-            "notify": [{"kind": "webhook", "url_env": "MW_TEST_HOOK"}],
-            "delivery": {"retries": 0, "timeout": 2},
-        },
-    }
-    with mindwatch.Monitor(tmp_path, config) as mon:
+    with mindwatch.Monitor(tmp_path, HOOK_FROM_VARIABLE) as mon:
         warning = one_warning(caplog.records, "MW_TEST_HOOK", "U+200B", "zero-width space")
         for step in range(1, 4):
             mon.log_step(step, loss=math.nan)

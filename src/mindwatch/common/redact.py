@@ -134,6 +134,7 @@ _SCHEME = re.compile(
 )
 _BEARER = re.compile(r"\bBearer[ \t]+(?!\*\*\*)[A-Za-z0-9\-._~+/]{8,}=*")
 _TEXT_STOPS = re.compile(r"[,;}\r\n]")
+_HEADER = re.compile(r"(?i)cookie|authoriz")  # names whose value runs to the line's end
 _LINE_END = re.compile(r"[\r\n]")
 
 
@@ -207,9 +208,6 @@ def _value_end(text: str, start: int, name: str, argv: bool) -> tuple[int, int]:
     while end > start and text[end - 1] in " \t":
         end -= 1
     return start, end
-
-
-_HEADER = re.compile(r"(?i)cookie|authoriz")
 
 
 def _assignments(text: str, argv: bool) -> str:

@@ -252,7 +252,7 @@ class RecordReader:
         misses = 0
         while candidate <= last:
             if misses >= _DENSE_AFTER:
-                found, candidate, dense = self._dense_chunk(data, candidate, end)
+                found, candidate, dense = self._dense_chunk(data, candidate, end, high)
                 if found is not None:
                     return found
                 if not dense:  # back to one candidate at a time
@@ -294,7 +294,7 @@ class RecordReader:
         return bool(_masked(crc32c(data[at + HEADER : stop])) == stored)
 
     def _dense_chunk(
-        self, data: mmap.mmap, start: int, end: int
+        self, data: mmap.mmap, start: int, end: int, high: int
     ) -> tuple[Optional[int], int, bool]:
         """Look for a record in the chunk from ``start`` with :func:`_header_hits`:
         (the record's offset or None, where to go on, whether candidates were dense
@@ -303,9 +303,7 @@ class RecordReader:
             return None, start, False
         stop = min(start + _DENSE_CHUNK, end - HEADER + 1)  # offsets judged: [start, stop)
         chunk = data[start : stop + HEADER - 1]
-        hits, plausible = _header_hits(
-            chunk, _zero_high_bytes(self.max_record_bytes), self.max_record_bytes
-        )
+        hits, plausible = _header_hits(chunk, high, self.max_record_bytes)
         for hit in hits.tolist():
             at = start + hit
             (length,) = _unpack_q(data, at)

@@ -9,7 +9,6 @@ run on threads of their own.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any, Optional
 
@@ -47,11 +46,9 @@ class RunExporter:
         push = settings.push
         if push is not None:
             url = push_url(settings.push_address(), push.url_env)
-            # The config's own url was checked when it was built; one from the variable
-            # is checked here, when it is read, and named by the variable (never shown).
-            problem = None
-            if url is not None and push.url_env and os.environ.get(push.url_env):
-                problem = pushgateway_url_problem(url)
+            # One from the variable is checked here, when it is read, and named by the
+            # variable (never shown); the config's own url passed this check already.
+            problem = None if url is None else pushgateway_url_problem(url)
             if url is None:
                 message = _(
                     "prometheus.push: the variable {name} is not set and no url is given; "
