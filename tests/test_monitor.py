@@ -284,9 +284,9 @@ def test_resume_hides_the_crashed_attempts_tail_for_every_tensorboard_reader(
     for step in range(1, 251):
         crashed.log_step(step, loss=1.0)
     crashed.flush()
-    crashed._run.update(status="running")  # as a SIGKILL would leave it
-    crashed._run.data["attempts"][-1]["process"] = "an earlier process"
-    crashed._run.write()
+    crashed._session.run.update(status="running")  # as a SIGKILL would leave it
+    crashed._session.run.data["attempts"][-1]["process"] = "an earlier process"
+    crashed._session.run.write()
     crashed._closed = True  # the process "died": nothing more is written by it
     with mindwatch.Monitor(tmp_path, {"print_every": 0}, resume_step=201) as resumed:
         for step in range(201, 301):
@@ -437,7 +437,7 @@ def test_a_queued_step_is_numbers_and_tuples_the_collector_can_untrack(tmp_path:
 
     with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
         queued: collections.deque[tuple[object, ...]] = collections.deque()
-        mon._queue, mon._queue_fast = queued, 1_000  # catch what the pipeline would get
+        mon._route._queue, mon._route._fast = queued, 1_000  # catch what the pipeline would get
         for step in range(1, 4):
             mon.log_step(step, loss=0.5, lr=np.float32(0.1), samples=8, accuracy=1, **{"a/b": 2.0})
         mon.log_step(4)

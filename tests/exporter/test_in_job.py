@@ -112,7 +112,7 @@ def test_per_rank_without_reduction_serves_a_rank_on_port_plus_rank(tmp_path: Pa
     with Monitor(tmp_path / "other", config(port=port), rank=1, world_size=2) as mon:
         mon.log_step(5, loss=2.0)
         mon.flush()
-        assert mon._outputs.exporter is None
+        assert mon._session.outputs.exporter is None
 
 
 def gateway_text(gateway: Pushgateway) -> str:

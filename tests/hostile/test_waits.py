@@ -47,7 +47,7 @@ def test_the_writer_refuses_a_non_finite_duration_naming_it(
 
 @pytest.mark.parametrize("name", ["max_block_secs", "period"])
 def test_the_pipeline_refuses_a_non_finite_duration_naming_it(name: str) -> None:
-    local = LocalSteps(StepRates(), NonFiniteCounter(), perplexity=False)
+    local = LocalSteps(StepRates(), NonFiniteCounter())
     with pytest.raises(ValueError, match=name):
         Pipeline(main=SinkGroup(), rank=SinkGroup(), local=local, **{name: math.inf})
 
@@ -95,7 +95,7 @@ class Recording:
 
 def test_a_pipeline_burst_with_a_huge_wait_never_overflows() -> None:
     sink = Recording()
-    local = LocalSteps(StepRates(), NonFiniteCounter(), perplexity=False)
+    local = LocalSteps(StepRates(), NonFiniteCounter())
     pipeline = Pipeline(
         main=SinkGroup([sink]), rank=SinkGroup(), local=local, max_queue=10, max_block_secs=1e10
     )

@@ -101,7 +101,7 @@ def test_a_hanging_sink_never_stalls_a_loop_that_stops_on_alerts(
 ) -> None:
     """With alerts.stop_on, log_step waits for the rules' verdict on its step; a sink
     that hangs bounds that wait once (a warning), not on every step."""
-    monkeypatch.setattr("mindwatch.monitor._VERDICT_WAIT", 0.5)
+    monkeypatch.setattr("mindwatch.monitor.route.VERDICT_WAIT", 0.5)
     hanging = Hanging()
     config = {"print_every": 0, "max_block_secs": 0, "alerts": {"stop_on": ["nonfinite"]}}
     waits: list[float] = []

@@ -1,8 +1,9 @@
 """``Aggregator``: buffer each rank's steps, reduce them across ranks in bulk, write them.
 
 On the training thread a step costs one list append (:meth:`Aggregator.add`). Every
-*interval* steps (:meth:`Aggregator.step_end`) the buffered steps get their local
-derived values (``prepare``: step time, throughput, ...), travel in one all-gather
+*interval* steps (:meth:`Aggregator.step_end`) the buffered steps go to the collective
+thread, where they get their local derived values (``prepare``: step time,
+throughput, ...: each rank's from its own clock), travel in one all-gather
 (:mod:`mindwatch.aggregate.packing`), and rank 0 emits one exact point per step and
 metric, reduced as the metric declares (:mod:`mindwatch.aggregate.reductions`), plus
 the spread across ranks, into its :class:`ReducedOutput` (the pipeline's ``MAIN``
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -102,6 +104,26 @@ class _Gathered:
     stop: bool
 
 
+class _Prepared:
+    """One interval's steps as logged, prepared once (:meth:`rows`) by whichever thread
+    needs them first: the collective thread before packing, or, after a failed or
+    abandoned gather, the training thread writing them locally. A lock keeps the
+    preparation single (it counts non-finite values)."""
+
+    def __init__(self, raw: list[Any], prepare: Optional[Callable[[Logged], Row]]) -> None:
+        self._raw = raw
+        self._prepare = prepare
+        self._rows: Optional[list[Row]] = None
+        self._lock = threading.Lock()
+
+    def rows(self) -> list[Row]:
+        with self._lock:
+            if self._rows is None:
+                prepare = self._prepare
+                self._rows = [prepare(r) for r in self._raw] if prepare is not None else self._raw
+            return self._rows
+
+
 class _Text:
     """Header of :meth:`Aggregator.agree_on_text`'s payload: magic, rank, length."""
 
@@ -119,7 +141,8 @@ class Aggregator:
         timeout: seconds one reduction may wait for the other ranks before it is
             abandoned (see the module's notes).
         prepare: a step as logged -> its row with this rank's derived values (applied
-            once per step, on the training thread, when its interval is flushed).
+            once per step, on the collective thread, before packing; on the calling
+            thread only when the steps are written without a collective).
         output: where steps go (see :meth:`connect`; None: nowhere yet).
         per_rank: emit this rank's own values too (``RANK``); after a failure a rank
             other than 0 emits them anyway (they would be lost otherwise).
@@ -251,16 +274,15 @@ class Aggregator:
         peers that never come.
         """
         raw, self._rows = self._rows, []
-        prepare = self._prepare
-        rows = [prepare(row) for row in raw] if prepare is not None else raw
-        at = step if step is not None else (rows[-1][0] if rows else -1)
+        pending = _Prepared(raw, self._prepare)
+        at = step if step is not None else (raw[-1][0] if raw else -1)
         if not (communicate and self.reducing):
             if self._handed_over:  # earlier reduced steps first: files stay in step order
                 self.sync(_HANDOVER_WAIT)
                 self._handed_over = self.reducing  # nothing more will be, after a failure
-            self._write_local_values(rows)
+            self._write_local_values(pending.rows())
             return
-        proposal = self._proposal(rows)
+        proposal = self._proposal(raw)  # steps and wall times only: as logged
         flags = FLAG_STOP if self.stop_asked else 0
         round_no = self._round
         self._round += 1
@@ -268,7 +290,7 @@ class Aggregator:
         self._handed_over = True
         try:
             done = self._guard.call(
-                lambda: self._gather(rows, proposal, round_no, flags),
+                lambda: self._gather(pending.rows(), proposal, round_no, flags),
                 self.timeout,
                 after=self._write,
             )
@@ -276,14 +298,14 @@ class Aggregator:
             self._fail(at, str(exc))
             self.sync(_HANDOVER_WAIT)  # earlier reduced steps first
             self._handed_over = False
-            self._write_local_values(rows)
+            self._write_local_values(pending.rows())
             return
         cost = time.perf_counter() - started
         if done.stop:
             self.stop_agreed = True  # every rank reads it from this same reduction
         self.reductions += 1
-        if rows:
-            self.last_reduced_step = rows[-1][0]
+        if raw:
+            self.last_reduced_step = raw[-1][0]
         if self.reductions > 1:  # the first one also waits for the slowest rank to start
             self._cost = cost if self._cost is None else 0.7 * self._cost + 0.3 * cost
         if self.auto:
@@ -339,7 +361,7 @@ class Aggregator:
             self.failure, self.failed_at = str(exc), 0  # the caller reports it
             raise
 
-    def _proposal(self, rows: Sequence[Row]) -> int:
+    def _proposal(self, rows: Sequence[Union[Logged, Row]]) -> int:
         """The interval this rank would like next: cost under BUDGET of the step time."""
         if not self.auto:
             return self.every

@@ -1,18 +1,20 @@
 """Alerts: the model, where they go (``alerts.jsonl``, the log), and the controls they
 ask of the training loop."""
 
-from mindwatch.alerts.control import Control, ControlKind
+from mindwatch.alerts.control import NOTHING_DUE, Control, ControlKind, StepControls
 from mindwatch.alerts.model import CAUSES, Alert, Severity, severity_rank
 from mindwatch.alerts.reading import read_alerts
 from mindwatch.alerts.sinks import AlertLog
 
 __all__ = [
     "CAUSES",
+    "NOTHING_DUE",
     "Alert",
     "AlertLog",
     "Control",
     "ControlKind",
     "Severity",
+    "StepControls",
     "read_alerts",
     "severity_rank",
 ]

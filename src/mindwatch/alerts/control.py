@@ -15,7 +15,7 @@ from typing import Literal, Optional
 
 from mindwatch.alerts.model import Alert
 
-__all__ = ["Control", "ControlKind"]
+__all__ = ["NOTHING_DUE", "Control", "ControlKind", "StepControls"]
 
 ControlKind = Literal["stop", "keep_last_stable", "scale_lr"]
 
@@ -34,3 +34,21 @@ class Control:
     step: int
     alert: Optional[Alert] = None
     factor: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class StepControls:
+    """What the training loop should do at a step boundary, handed to it as a value
+    (:meth:`mindwatch.Monitor.end_step`): the controls decided since it last asked, each
+    once, and whether training stops now (``stop``, with ``stop_reason``). Empty on most
+    steps (:data:`NOTHING_DUE`, one shared value)."""
+
+    controls: tuple[Control, ...] = ()
+    stop: bool = False
+    stop_reason: Optional[str] = None
+
+    def __bool__(self) -> bool:
+        return bool(self.controls) or self.stop
+
+
+NOTHING_DUE = StepControls()

@@ -3,9 +3,11 @@
 The front door (:meth:`mindwatch.Monitor.log_step`) stores what it was given, checked
 but not rearranged, in a :data:`Logged` tuple (cheap on the training thread).
 :class:`LocalSteps` turns it into a :data:`Row`: the ``(tag, value)`` pairs under their
-namespaced tags, plus the rates derived from the step's timing, perplexity, and the
-count of non-finite values. The pipeline's thread does this for a single process; under
-data parallelism the aggregator does it before reducing, so each rank derives its own.
+namespaced tags, plus the rates derived from the step's timing, and the count of
+non-finite values. The pipeline's thread does this for a single process; under data
+parallelism the aggregator's collective thread does it before packing, so each rank
+derives its own rates from its own clock. What is derived from the values themselves
+(perplexity of the loss) is added once, after any reduction, by the pipeline.
 
 One point per tag per step: a value the caller logs under a tag mindwatch derives
 (``perf/step_time_ms``, ``perf/samples_per_s``, ``train/perplexity``, ...:
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from mindwatch.metrics.derived import DERIVED_TAGS, StepRates, Timing, Values, with_perplexity
+from mindwatch.metrics.derived import DERIVED_TAGS, StepRates, Timing, Values
 from mindwatch.metrics.tags import TAGS, tag_for
 from mindwatch.metrics.values import NonFiniteCounter
 
@@ -49,7 +51,6 @@ Logged = tuple[
 Row = tuple[int, float, Values, Optional[float], Optional[float], Any]
 
 _LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
-_PERPLEXITY = TAGS["perplexity"]
 
 
 def logged_points(logged: Logged) -> int:
@@ -59,17 +60,16 @@ def logged_points(logged: Logged) -> int:
 
 
 class LocalSteps:
-    """A rank's step as logged -> its own values: the logged ones under their tags, the
-    rates derived from its timing, and (``perplexity``) ``train/perplexity``, except
-    the derived tags the caller logs itself (:attr:`provided`); non-finite values are
-    counted. Used by one thread at a time (the pipeline's, or the training thread under
-    reduction); the counter locks, and the rates' FLOPs count and :attr:`provided` are
-    one attribute each (another thread may read them)."""
+    """A rank's step as logged -> its own values: the logged ones under their tags and
+    the rates derived from its timing, except the derived tags the caller logs itself
+    (:attr:`provided`); non-finite values are counted. Used by one thread at a time (the
+    pipeline's, or the collective thread under reduction); the counter locks, and the
+    rates' FLOPs count and :attr:`provided` are one attribute each (another thread may
+    read them)."""
 
-    def __init__(self, rates: StepRates, counter: NonFiniteCounter, *, perplexity: bool) -> None:
+    def __init__(self, rates: StepRates, counter: NonFiniteCounter) -> None:
         self.rates = rates
         self.counter = counter
-        self.perplexity = perplexity
         # Derived tags the caller has logged: theirs are written, these are no longer
         # derived. Replaced, never changed in place, so another thread reads it safely.
         self.provided: frozenset[str] = frozenset()
@@ -100,7 +100,5 @@ class LocalSteps:
         if provided:
             derived = [pair for pair in derived if pair[0] not in provided]
         values += derived
-        if self.perplexity and _PERPLEXITY not in provided:
-            values = with_perplexity(values)
         self.counter.count(values)
         return step, wall, values, samples, tokens, None

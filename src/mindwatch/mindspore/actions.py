@@ -1,9 +1,10 @@
 """The training loop's side of mindwatch's controls, applied at step boundaries.
 
-The rules run off the training thread and hand back :class:`~mindwatch.alerts.Control`
-values (:meth:`mindwatch.Monitor.take_controls`, :attr:`mindwatch.Monitor.should_stop`);
-the dynamic learning rate decides on this thread (it is a few comparisons). After each
-step's values are logged, :meth:`LoopActions.after_step` applies what is due:
+The rules run off the training thread and hand back what is due at a step as one value,
+:class:`~mindwatch.alerts.StepControls` (:meth:`mindwatch.Monitor.end_step`, which the
+callback asks for after each step); the dynamic learning rate decides on this thread
+(it is a few comparisons). :meth:`LoopActions.apply` carries out the value it is given,
+and never asks the monitor for more:
 
 * ``keep_last_stable``: link the newest ``ModelCheckpoint`` file saved before the
   alert's step as ``last_stable-<name>`` (:mod:`.stable`), record it in ``run.json``
@@ -25,7 +26,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from mindwatch.alerts import Alert, Control
+from mindwatch.alerts import Alert, Control, StepControls
 from mindwatch.config import MonitorConfig
 from mindwatch.mindspore.lr import LearningRateReader, LearningRateScaler
 from mindwatch.mindspore.stable import StableKeeper
@@ -90,30 +91,30 @@ class LoopActions:
             control.alert.run = monitor.logdir.name
             monitor.report(control.alert)
 
-    def apply_controls(self, monitor: Monitor, run_context: Any = None, cb: Any = None) -> None:
-        """The rules' controls that arrived, and a stop. Before a ``ModelCheckpoint``
-        saves (and rotates old files away), the rules' verdicts on every step so far are
-        waited for, so the checkpoint to keep is still there."""
+    def wants_verdicts(self, cb: Any) -> bool:
+        """Whether the rules' verdicts on every step so far must be in before this step
+        ends: a ``ModelCheckpoint`` saves on it (and may rotate old files away), so the
+        checkpoint a verdict asks to keep must be chosen while it is still there."""
         keeper = self.keeper
-        wait = (
-            cb is not None
-            and keeper is not None
-            and bool(self.config.alerts.last_stable_on)
-            and keeper.save_due(cb)
+        return (
+            keeper is not None and bool(self.config.alerts.last_stable_on) and keeper.save_due(cb)
         )
-        for control in monitor.take_controls(wait=wait):
-            if control.kind == "keep_last_stable" and control.alert is not None:
-                self._keep_last_stable(control, monitor)
-        if run_context is not None and monitor.should_stop:
-            run_context.request_stop()  # alerts.stop_on: Model.train ends after this step
 
-    def finish(self, monitor: Monitor) -> None:
-        """At train end: wait for the verdicts on every step and keep what they ask
-        for; then the monitor (which may outlive this run: one passed in) no longer
-        holds alerts back for a checkpoint nobody will keep."""
-        for control in monitor.take_controls(wait=True):
+    def apply(self, due: StepControls, monitor: Monitor, run_context: Any = None) -> None:
+        """Carry out what is due: keep last stable checkpoints (the alert then goes back
+        to the monitor, naming the file), and stop (``alerts.stop_on``: ``Model.train``
+        ends after this step)."""
+        for control in due.controls:
             if control.kind == "keep_last_stable" and control.alert is not None:
                 self._keep_last_stable(control, monitor)
+        if run_context is not None and due.stop:
+            run_context.request_stop()
+
+    def finish(self, due: StepControls, monitor: Monitor) -> None:
+        """At train end, given what is due once the rules judged every step: keep what
+        it asks for; then the monitor (which may outlive this run: one passed in) no
+        longer holds alerts back for a checkpoint nobody will keep."""
+        self.apply(due, monitor)
         if self.keeper is not None and self.keeper.checkpointers:
             monitor.keep_checkpoints(False)
         self.keeper = None

@@ -180,7 +180,6 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._trained = False  # a Model.train with this callback has had its first step
         self._warn = WarnOnce(log)
         self._layers = LayerRecorder(self.config)
-        self._collect = Every(self.config.collect_freq)
         self._memory = Every(self.config.memory_every)
         self._device_memory = False
         self._actions = LoopActions(self.config, self.rank)
@@ -489,12 +488,10 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
                     batch=cb.get("train_dataset_element"),
                 ),
             )
-        if self.config.collect_freq > 1 and not self._collect(step):
+        if not self.monitor.collects(step):
             self._maybe_evaluate(step)  # collect_freq: nothing is read on this step
             # ... but a checkpoint may be saved (and an old one rotated away) on it.
-            self._guarded(
-                "controls", lambda: self._actions.apply_controls(self.monitor, run_context, cb)
-            )
+            self._guarded("controls", lambda: self._apply_controls(run_context, cb))
             self._last_end = time.perf_counter()
             return
         values = self._guarded("loss", lambda: unpack_outputs(cb.get("net_outputs"), self._layout))
@@ -519,10 +516,14 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
                 lambda: self._actions.adjust_lr(step, grad_norm, self.monitor, self._lr),
             )
         self._maybe_evaluate(step)
-        self._guarded(
-            "controls", lambda: self._actions.apply_controls(self.monitor, run_context, cb)
-        )
+        self._guarded("controls", lambda: self._apply_controls(run_context, cb))
         self._last_end = time.perf_counter()
+
+    def _apply_controls(self, run_context: Any, cb: Any) -> None:
+        """What the monitor says is due at this step end, carried out by the actions."""
+        monitor = self.monitor
+        due = monitor.end_step(wait=self._actions.wants_verdicts(cb))
+        self._actions.apply(due, monitor, run_context)
 
     def _read_memory(self) -> dict[str, float]:
         values = {"perf/host_peak_rss_mb": host_peak_rss_mb()}
@@ -590,7 +591,10 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         # callback runs before ModelCheckpoint's own end): a last-stable checkpoint.
         if self._monitor is None:
             return  # training ended before its first epoch: nothing was logged
-        self._guarded("controls", lambda: self._actions.finish(self.monitor))
+        self._guarded(
+            "controls",
+            lambda: self._actions.finish(self.monitor.end_step(wait=True), self.monitor),
+        )
         if self._layers.active and self.monitor.writes_shared:
             base = self._start_step + (self._step_offset or 0)
             steps = max(0, (self._prev_step or base) - base)

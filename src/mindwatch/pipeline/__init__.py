@@ -3,6 +3,6 @@ the training thread; the rules' decisions come back as values (controls)."""
 
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.pipeline.outputs import Outputs, open_outputs
-from mindwatch.pipeline.pipeline import MAIN, RANK, Pipeline
+from mindwatch.pipeline.pipeline import BOTH, MAIN, RANK, Pipeline
 
-__all__ = ["MAIN", "RANK", "Alerting", "Outputs", "Pipeline", "open_outputs"]
+__all__ = ["BOTH", "MAIN", "RANK", "Alerting", "Outputs", "Pipeline", "open_outputs"]

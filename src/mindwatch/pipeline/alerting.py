@@ -38,6 +38,10 @@ MAX_KEPT = 10_000  # alerts kept in memory (Monitor.alerts)
 _ID_HISTORY = 1000  # steps whose batch ids are kept: rules may judge a step later
 
 
+def _nowhere(control: Control) -> None:
+    """Where controls go before a pipeline connects (nothing applies them)."""
+
+
 class Alerting:
     """The rules of one run, and what their alerts do.
 
@@ -46,7 +50,8 @@ class Alerting:
         run, rank: written into every alert.
         alert_log: ``<run>/alerts.jsonl``.
         dispatcher: the notifiers (None: none configured).
-        control: where controls go (the pipeline's queue back to the training loop).
+        control: where controls go (the pipeline's queue back to the training loop;
+            the pipeline that runs these rules connects its own: :meth:`connect`).
     """
 
     def __init__(
@@ -57,7 +62,7 @@ class Alerting:
         rank: int,
         alert_log: AlertLog,
         dispatcher: Optional[Dispatcher],
-        control: Callable[[Control], None],
+        control: Optional[Callable[[Control], None]] = None,
     ) -> None:
         self.settings = settings
         if settings.language is not None:  # process-wide, like the locale it overrides
@@ -65,12 +70,16 @@ class Alerting:
         self.engine: Optional[RuleEngine] = RuleEngine(settings, run=run, rank=rank)
         self.alert_log = alert_log
         self.dispatcher = dispatcher
-        self._control = control
+        self._control: Callable[[Control], None] = control or _nowhere
         self.alerts: list[Alert] = []
         self.steps_per_epoch: Optional[int] = None  # for an alert's batch index
         self.keeps_checkpoints = False  # the training loop can keep a last stable one
         self._sample_ids: OrderedDict[int, list[Any]] = OrderedDict()
         self._stopping = False  # a stop was asked for (its warning is logged once)
+
+    def connect(self, control: Callable[[Control], None]) -> None:
+        """Send the controls decided from now on to ``control``."""
+        self._control = control
 
     def note_sample_ids(self, step: int, ids: list[Any]) -> None:
         """The sample ids of ``step``'s batch, for an alert at that step."""

@@ -27,13 +27,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from mindwatch.alerts import AlertLog, Control
+from mindwatch.alerts import AlertLog
 from mindwatch.common.redact import redact_value
 from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import EventFileWriter, LogDirError, WriterStats
@@ -78,6 +77,11 @@ class Outputs:
             if isinstance(writer, EventFileWriter) and writer not in writers:
                 writers.append(writer)
         return writers
+
+    def rank_logdir(self) -> Optional[Path]:
+        """``<run>/rank_<r>/`` when this rank writes a folder of its own, else None."""
+        writers = self.writers()[1 if self.global_tb is not None else 0 :]
+        return writers[0].logdir if writers else None
 
     def finish_run(self, status: str, *, error: object = None, **fields: Any) -> None:
         """Write ``run.json``'s end: ``status``, the error (one line), the files and
@@ -215,7 +219,6 @@ def open_outputs(
         if given:
             run.update(flops=given)
         run.write()
-    controls: deque[Control] = deque()
     alerting = None
     if cfg.alerts.enabled and main_tb is not None:
         dispatcher = None
@@ -229,7 +232,6 @@ def open_outputs(
             rank=rank,
             alert_log=AlertLog(main_tb.writer.logdir / ALERTS_FILE),
             dispatcher=dispatcher,
-            control=controls.append,
         )
 
     def open_rank_folder() -> Optional[SinkGroup]:
@@ -250,7 +252,6 @@ def open_outputs(
         open_rank_folder=open_rank_folder if reduced and rank != 0 and rank_tb is None else None,
         max_queue=cfg.max_queue,
         max_block_secs=cfg.max_block_secs,
-        controls=controls,
     )
     return Outputs(pipeline, run, global_tb, rank_tb, exporter)
 

@@ -12,9 +12,20 @@ steps) appends tuples to one queue; the pipeline's thread takes them in order an
    folder under reduction), through a :class:`~mindwatch.sinks.SinkGroup` each;
 3. applies the rules to the ``MAIN`` route's steps and evaluations
    (:class:`~mindwatch.pipeline.alerting.Alerting`), whose decisions come back to the
-   training loop as :class:`~mindwatch.alerts.Control` values in :attr:`controls`; each
-   alert written then goes to the ``MAIN`` sinks too, as a
+   training loop as :class:`~mindwatch.alerts.Control` values (:meth:`take_controls`);
+   each alert written then goes to the ``MAIN`` sinks too, as a
    :class:`~mindwatch.sinks.items.RaisedAlert` (the Prometheus exporter counts them).
+
+Values derived from other values are derived here and only here, on this thread:
+a raw step's rates by :class:`~mindwatch.metrics.steps.LocalSteps` (under reduction
+each rank's collective thread applies the same object before packing: a rank's rates
+come from its own clock), and ``train/perplexity`` / ``eval/perplexity`` of every step
+and evaluation written (:meth:`_finished`), after the reduction, for one rank or many
+alike, as OLMo-core adds it once after reducing.
+
+Producers use the typed inlet (:meth:`logged`, :meth:`item`, :meth:`eval`,
+:meth:`alert`, :meth:`sample_ids`, the ``set_*`` settings, :meth:`add_sink`, :meth:`step`,
+:meth:`failed`, :meth:`barrier`); the record tuples it queues are this module's own.
 
 The thread wakes every ``period`` seconds (a tenth of a second at most), when the queue
 passes a high-water mark, or when asked (:meth:`sync`, :meth:`close`), and then takes
@@ -38,30 +49,32 @@ from typing import Any, Callable, Optional
 from mindwatch.alerts import Alert, Control
 from mindwatch.common.waits import finite_seconds, wait_seconds
 from mindwatch.common.warn import WarnOnce
-from mindwatch.metrics.derived import Values, with_perplexity
-from mindwatch.metrics.steps import LocalSteps, logged_points
+from mindwatch.metrics.derived import Values, perplexity, with_perplexity
+from mindwatch.metrics.steps import LocalSteps, Logged, logged_points
 from mindwatch.metrics.tags import TAGS
 from mindwatch.pipeline.alerting import Alerting
-from mindwatch.sinks import SinkGroup
+from mindwatch.sinks import Sink, SinkGroup
 from mindwatch.sinks.items import EvalValues, Histogram, Item, RaisedAlert, Scalars, StepValues
 
-__all__ = ["MAIN", "RANK", "Pipeline"]
+__all__ = ["BOTH", "MAIN", "RANK", "Pipeline"]
 
 log = logging.getLogger(__name__)
 
-MAIN, RANK, BOTH = 0, 1, 2  # routes
-# Queue entries are plain tuples, cheap to build on the training thread. A step as logged
-# (mindwatch.metrics.steps.Logged, its first element the step, an int) is queued as it
-# is: holding only numbers and tuples, it is untracked by the garbage collector at its
-# first young collection (a wrapping tuple would stay tracked into the old generation;
-# see Logged). Every other entry starts with its kind, a string:
+# Routes: the run this process writes, this rank's own folder under reduction, or both.
+MAIN, RANK, BOTH = 0, 1, 2
+# Queue entries (private to this module) are plain tuples, cheap to build on the
+# training thread. A step as logged (mindwatch.metrics.steps.Logged, its first element
+# the step, an int) is queued as it is: holding only numbers and tuples, it is
+# untracked by the garbage collector at its first young collection (a wrapping tuple
+# would stay tracked into the old generation; see Logged). Every other entry starts
+# with its kind, a string:
 # (STEP, route, step, values, wall, samples) | (EVAL, step, values) |
-# (ITEM, route, item) | (ALERT, alert) | (IDS, step, ids) | (SETTING, name, value) |
+# (ITEM, route, item) | (ALERT, alert) | (IDS, step, ids) | (SETTING, setter, value) |
 # (FAILED, step, reason) | (SINK, route, sink) | (BARRIER, event) | (STOP, timeout)
 STEP, EVAL, ITEM, ALERT, IDS = "step", "eval", "item", "alert", "ids"
 SETTING, FAILED, SINK, BARRIER, STOP = "setting", "failed", "sink", "barrier", "stop"
 
-_PERPLEXITY = TAGS["perplexity"]
+_PERPLEXITY, _EVAL_PERPLEXITY = TAGS["perplexity"], "eval/perplexity"
 PERIOD = 0.1  # longest wait before queued records are processed (seconds)
 _HIGH_WATER = 1024  # wake the thread early once this many records wait
 # Records processed per hold of the GIL: a tight training loop waits at most about a
@@ -84,16 +97,19 @@ class Pipeline:
         main: the sinks of the run this process writes (empty on a rank whose values
             are only reduced).
         rank: the sinks of this rank's own folder under reduction (may start empty).
-        local: derives a raw step's local values.
-        perplexity: add ``train/perplexity`` to reduced steps (raw ones get it from
-            ``local``).
+        local: derives a raw step's local values (rates from its timing).
+        perplexity: add ``train/perplexity`` to every step written, and
+            ``eval/perplexity`` to every evaluation with a loss (unless the caller
+            logs that tag itself).
         alerting: the rules, on ``main``'s steps (None: no rules here).
         open_rank_folder: the sinks of this rank's own folder, opened when a reduction
             fails on a rank that had none (its values are not lost), or None.
         max_queue: records that may wait; a producer of more waits for room, then
             they are dropped and counted.
         max_block_secs: the longest a producer waits for room before data is dropped.
-        controls: the queue the alerting puts its controls in.
+
+    The controls the alerting decides wait in this pipeline's own queue until the
+    training thread takes them (:meth:`take_controls`).
     """
 
     def __init__(
@@ -108,7 +124,6 @@ class Pipeline:
         max_queue: int = 100_000,
         max_block_secs: float = 1.0,
         period: float = PERIOD,
-        controls: Optional[deque[Control]] = None,
     ) -> None:
         self.main = main
         self.rank = rank
@@ -126,8 +141,11 @@ class Pipeline:
         self._blocked = False  # a producer waits for room
         self._stalled = False  # a wait for room timed out: drop until caught up
         self._period = period
-        # Decisions for the training loop (the alerting appends, the loop takes them).
-        self.controls: deque[Control] = controls if controls is not None else deque()
+        # Decisions for the training loop: the alerting appends (this thread), the
+        # training thread takes them (take_controls); a deque's ends are thread-safe.
+        self._controls: deque[Control] = deque()
+        if alerting is not None:
+            alerting.connect(self._controls.append)
         self.points_dropped = 0
         self.errors = 0  # the thread ended on an unexpected error (counted in run.json)
         self._died = False
@@ -157,6 +175,59 @@ class Pipeline:
         """The queue and the length below which a producer may append to it directly
         (no wake-up is due, nothing waits or is dropped); at or above it, :meth:`submit`."""
         return self._queue, self._wake_at
+
+    # The typed inlet: each call queues one private record, in order with the steps.
+
+    def logged(self, logged: Logged) -> None:
+        """A step as the front door logged it (derived here)."""
+        self.submit(logged)
+
+    def item(self, item: Item, route: int = MAIN) -> None:
+        """A record for the sinks of ``route`` (``MAIN``, ``RANK`` or ``BOTH``)."""
+        self.submit((ITEM, route, item))
+
+    def eval(self, step: int, values: Values) -> None:
+        """Evaluation results at ``step``, under their tags: written, judged by the rules."""
+        self.submit((EVAL, step, values))
+
+    def alert(self, alert: Alert) -> None:
+        """An alert raised outside the rules, or handed back by the training loop."""
+        self.submit((ALERT, alert))
+
+    def sample_ids(self, step: int, ids: list[Any]) -> None:
+        """The sample ids of ``step``'s batch, for an alert at that step."""
+        self.submit((IDS, step, ids))
+
+    def add_sink(self, sink: Sink, route: int = MAIN) -> None:
+        """Send ``route``'s records to ``sink`` too, from the next record on."""
+        self.submit((SINK, route, sink))
+
+    def set_steps_per_epoch(self, steps: Optional[int]) -> None:
+        """Steps per epoch, so an alert names its step's batch in the epoch."""
+        self.submit((SETTING, self._set_steps_per_epoch, steps))
+
+    def set_keeps_checkpoints(self, keeping: bool) -> None:
+        """Whether the training loop can keep a last stable checkpoint."""
+        self.submit((SETTING, self._set_keeps_checkpoints, bool(keeping)))
+
+    def set_flops_per_step(self, flops: float) -> None:
+        """Model FLOPs of one step, for the steps queued from now on."""
+        self.submit((SETTING, self._set_flops_per_step, flops))
+
+    def set_peak_tflops(self, peak: float) -> None:
+        """The device's peak TFLOPS, for the steps queued from now on."""
+        self.submit((SETTING, self._set_peak_tflops, peak))
+
+    @property
+    def writes_main(self) -> bool:
+        """Whether this process writes a run (``MAIN`` has sinks)."""
+        return bool(self.main)
+
+    @property
+    def controls_waiting(self) -> deque[Control]:
+        """The controls not yet taken (true when any wait): read it, never change it;
+        :meth:`take_controls` takes them."""
+        return self._controls
 
     def _wait_for_room(self) -> bool:
         """Wait (at most max_block_secs) until the queue has room; False if it has none."""
@@ -204,7 +275,8 @@ class Pipeline:
         return done
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Process what is queued, close the sinks (files complete), end the thread."""
+        """Process what is queued, close the sinks (files complete), end the thread.
+        The notifiers are not waited for here: :meth:`close_notifiers`."""
         if self._closed:
             self._thread.join(wait_seconds(timeout))
             return
@@ -227,6 +299,12 @@ class Pipeline:
             return
         for group in self._groups():
             group.close(timeout)
+
+    def close_notifiers(self, timeout: Optional[float] = None) -> None:
+        """Deliver the notifications still queued, within a bounded time (after
+        :meth:`close`: every alert is written by then)."""
+        if self.alerting is not None:
+            self.alerting.close(timeout)
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Process what is queued, then flush the sinks (event files in the OS)."""
@@ -300,17 +378,17 @@ class Pipeline:
         kind = entry[0]
         if type(kind) is int:  # a step as logged
             step, wall, values, samples, _, _ = self.local(entry)
-            self._main_step(step, values, wall, samples)
+            self._main_step(step, self._finished(values, count=True), wall, samples)
         elif kind == STEP:
             _, route, step, values, wall, samples = entry
-            if self.perplexity and _PERPLEXITY not in self.local.provided:
-                values = with_perplexity(values)  # the caller's own, when logged, instead
+            values = self._finished(values)  # rank stage counted its own already
             if route == MAIN:
                 self._main_step(step, values, wall, samples)
             elif self.rank:
                 self.rank.write(StepValues(step, values, wall, samples))
         elif kind == EVAL:
             _, step, values = entry
+            values = self._finished_eval(values)
             self.local.counter.count(values)
             self.main.write(EvalValues(step, values))
             self._judge(step, values)
@@ -325,13 +403,33 @@ class Pipeline:
             if self.alerting is not None:
                 self.alerting.note_sample_ids(entry[1], entry[2])
         elif kind == SETTING:
-            self._setting(entry[1], entry[2])
+            entry[1](entry[2])
         elif kind == FAILED:
             self._failed(entry[1], entry[2])
         elif kind == SINK:
             (self.main if entry[1] == MAIN else self.rank).add(entry[2])
         elif kind == BARRIER:
             entry[1].set()
+
+    def _finished(self, values: Values, *, count: bool = False) -> Values:
+        """A step's values with the run-level derived ones (perplexity of its loss,
+        reduced or not), unless the caller logs that tag; ``count``: count the added
+        non-finite ones too (a raw step's others were counted when derived)."""
+        if not self.perplexity or _PERPLEXITY in self.local.provided:
+            return values
+        finished = with_perplexity(values)
+        if count and finished is not values:
+            self.local.counter.count(finished[-1:])
+        return finished
+
+    def _finished_eval(self, values: Values) -> Values:
+        """Evaluation results with ``eval/perplexity`` of their ``eval/loss``."""
+        if not self.perplexity or any(tag == _EVAL_PERPLEXITY for tag, _ in values):
+            return values
+        for tag, value in values:
+            if tag == "eval/loss":
+                return [*values, (_EVAL_PERPLEXITY, perplexity(value))]
+        return values
 
     def _main_step(self, step: int, values: Values, wall: float, samples: Any) -> None:
         self.main.write(StepValues(step, values, wall, samples))
@@ -350,17 +448,21 @@ class Pipeline:
         if (route == RANK or (route == BOTH and self.rank is not self.main)) and self.rank:
             self.rank.write(item)
 
-    def _setting(self, name: str, value: Any) -> None:
-        if name in ("flops_per_step", "peak_tflops"):
-            setattr(self.local.rates, name, value)
-            return
-        alerting = self.alerting
-        if alerting is None:
-            return
-        if name == "steps_per_epoch":
-            alerting.steps_per_epoch = value
-        elif name == "keeps_checkpoints":
-            alerting.keeps_checkpoints = bool(value)
+    # Settings, applied on this thread in order with the steps.
+
+    def _set_steps_per_epoch(self, steps: Optional[int]) -> None:
+        if self.alerting is not None:
+            self.alerting.steps_per_epoch = steps
+
+    def _set_keeps_checkpoints(self, keeping: bool) -> None:
+        if self.alerting is not None:
+            self.alerting.keeps_checkpoints = keeping
+
+    def _set_flops_per_step(self, flops: float) -> None:
+        self.local.rates.flops_per_step = flops
+
+    def _set_peak_tflops(self, peak: float) -> None:
+        self.local.rates.peak_tflops = peak
 
     def _failed(self, step: int, reason: str) -> None:
         opener = self._open_rank_folder
@@ -413,7 +515,7 @@ class Pipeline:
 
     def take_controls(self) -> Sequence[Control]:
         """The controls decided so far (once each), oldest first."""
-        controls = self.controls
+        controls = self._controls
         taken = []
         while controls:
             taken.append(controls.popleft())
