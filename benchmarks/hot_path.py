@@ -34,7 +34,7 @@ import mindwatch
 
 TAGS = [f"bench/tag{i}" for i in range(10)]
 TYPICAL: dict[str, Any] = {"loss": 0.5, "lr": 1e-3, "grad_norm": 1.5, "samples": 32}
-SCALARS: dict[str, Any] = {tag: 0.5 for tag in TAGS}
+SCALARS: dict[str, Any] = dict.fromkeys(TAGS, 0.5)
 
 
 def paced(call: Callable[[int], Any], steps: int) -> float:
