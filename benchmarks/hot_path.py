@@ -94,8 +94,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for title, (kwargs, values) in workloads.items():
             runs = [
-                stages(Path(tmp) / f"{values}_{r}", kwargs, args.steps)
-                for r in range(args.repeats)
+                stages(Path(tmp) / f"{values}_{r}", kwargs, args.steps) for r in range(args.repeats)
             ]
             print(f"\n{title}, paced (2 ms sleep), median of {args.repeats} x {args.steps}")
             print(f"{'stage':40} {'us/call':>9} {'us/value':>9} {'x floor':>8}")
