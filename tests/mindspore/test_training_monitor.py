@@ -15,7 +15,7 @@ from mindspore.train import Model
 
 from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
 from mindwatch.mindspore.demo import WarmupCosineLR, make_dataset, make_network, warmup_cosine
-from mindwatch.mindspore.outputs import OutputLayout, unpack_outputs
+from mindwatch.mindspore.outputs import OutputLayout, layout_named, unpack_outputs
 from tests.mindspore.conftest import Recorder, run_context
 from tests.tbread import scalars
 
@@ -298,7 +298,7 @@ def test_lr_reader_reads_lists_and_groups_without_graph_launches(
 def test_loss_scale_and_mindformers_outputs_are_recognised() -> None:
     t = ms.Tensor
     assert unpack_outputs(
-        (t(np.float32(0.5)), t(False), t(np.float32(1024.0))), OutputLayout("loss_scale")
+        (t(np.float32(0.5)), t(False), t(np.float32(1024.0))), layout_named("loss_scale")
     ) == {
         "loss": 0.5,
         "overflow": 0.0,
@@ -311,7 +311,7 @@ def test_loss_scale_and_mindformers_outputs_are_recognised() -> None:
         t(np.float32(1e-4)),
         t(np.float32(2.5)),
     )
-    assert unpack_outputs(five, OutputLayout("mindformers")) == {
+    assert unpack_outputs(five, layout_named("mindformers")) == {
         "loss": 0.5,
         "overflow": 1.0,
         "loss_scale": 512.0,
@@ -320,9 +320,9 @@ def test_loss_scale_and_mindformers_outputs_are_recognised() -> None:
     }
     # No gradient clipping: MindFormers' global_norm slot is None, and no grad norm.
     no_clip = (*five[:4], None)
-    assert "grad_norm" not in unpack_outputs(no_clip, OutputLayout("mindformers"))
+    assert "grad_norm" not in unpack_outputs(no_clip, layout_named("mindformers"))
     # Pipeline micro batches: MindFormers shows the loss divided by their number.
-    pipeline = OutputLayout("mindformers", loss_divisor=4.0)
+    pipeline = layout_named("mindformers", loss_divisor=4.0)
     assert unpack_outputs(five, pipeline)["loss"] == 0.125
     assert unpack_outputs((t(np.float32(0.25)), t(np.float32(3.0))), OutputLayout()) == {
         "loss": 0.25

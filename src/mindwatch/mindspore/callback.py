@@ -311,7 +311,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         # MindFormers' cells return the lr the optimizer applied, computed in the graph;
         # but from their own copy of the schedule, which dynamic_lr does not scale.
         dynamic_lr = self._actions.dynamic_lr is not None
-        self._lr_from_outputs = self._layout.kind == "mindformers" and not dynamic_lr
+        self._lr_from_outputs = self._layout.lr_from_outputs and not dynamic_lr
         self._guarded("device peak", lambda: self._set_device_peak(monitor))
         self._guarded("hyperparameters", lambda: self._log_hparams(cb, optimizer))
         monitor.restart_clock()
@@ -419,7 +419,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         outputs = cb.get("net_outputs")
         if outputs is None or "grad_norm" in unpack_outputs(outputs, self._layout):
             return
-        self._warn_once("grad_norm", grad_norm_hint(self._layout.kind, cb.get("train_network")))
+        self._warn_once("grad_norm", grad_norm_hint(self._layout, cb.get("train_network")))
 
     def _recount_total(self, cb: Any, step: int) -> None:
         """A step beyond the total announced at train begin: ``epoch_num x batch_num``

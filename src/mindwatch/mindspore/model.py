@@ -32,32 +32,18 @@ from typing import Any, Optional
 from mindspore import nn
 
 from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
+from mindwatch.mindspore.outputs import OutputLayout
 
 __all__ = ["build_model", "grad_norm_hint"]
 
 log = logging.getLogger(__name__)
 
-_BUILD_MODEL = (
-    "build the model with mindwatch.mindspore.build_model(net, loss_fn, optimizer) instead "
-    "of Model(net, loss_fn, optimizer), or train Model(TrainOneStepWithGradNormCell("
-    "nn.WithLossCell(net, loss_fn), optimizer)); it adds one square-sum per gradient to "
-    "the step's graph (README: 'With Model.train')"
-)
-_HINTS = {
-    "loss": "the train cell ({cell}) returns only the loss; to get it, " + _BUILD_MODEL,
-    "loss_scale": "the train cell ({cell}) returns (loss, overflow, loss_scale) and no "
-    "gradient norm; mindwatch's TrainOneStepWithGradNormCell has no dynamic loss scaling, "
-    "so on a device that needs it return the norm from your own subclass of {cell}",
-    "mindformers": "MindFormers returns global_norm only when it clips gradients: set "
-    "runner_wrapper use_clip_grad: True (with a large max_grad_norm to see the norm "
-    "without clipping)",
-}
 
-
-def grad_norm_hint(kind: str, train_network: Any) -> str:
-    """Why a train cell of output layout ``kind`` gives no grad norm, and the fix."""
-    hint = _HINTS.get(kind, _HINTS["loss"])
-    return "no train/grad_norm: " + hint.format(cell=type(train_network).__name__)
+def grad_norm_hint(layout: OutputLayout, train_network: Any) -> str:
+    """Why a train cell of ``layout`` gives no grad norm, and the fix (its row's
+    ``grad_norm_hint``)."""
+    hint = layout.cell.grad_norm_hint.format(cell=type(train_network).__name__)
+    return "no train/grad_norm: " + hint
 
 
 def build_model(

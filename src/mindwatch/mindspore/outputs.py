@@ -29,10 +29,17 @@ batches under pipeline parallelism, by ``micro_batch_interleave_num`` and by the
 gradient accumulation steps (the last two skipped with ``calculate_per_token_loss``);
 :func:`output_layout` finds the same divisor from the cells themselves, so
 ``train/loss`` is the value MindFormers prints.
+
+The table above is :data:`LAYOUTS`, one :class:`TrainCellLayout` row per family of
+cells: how it is recognised, which output holds which value, where the squared norms
+are and which attribute asks for them, how to get a grad norm it does not give. The
+code reads the rows and never names a layout, so a new train cell is one more row
+(and its test in ``tests/mindspore/test_outputs.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -43,9 +50,15 @@ from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
 from mindwatch.mindspore.tensors import to_float
 
 __all__ = [
+    "LAYOUTS",
     "MINDFORMERS_CELLS",
+    "CellMatch",
     "OutputLayout",
+    "Slot",
+    "SquaredNorms",
+    "TrainCellLayout",
     "is_mindformers_cell",
+    "layout_named",
     "loss_value",
     "mindformers_loss_divisor",
     "output_layout",
@@ -58,53 +71,87 @@ _MAX_DEPTH = 8  # wrappers between the train cell and the model (pipeline, GA, i
 
 
 @dataclass(frozen=True)
-class OutputLayout:
-    """How a train cell packs its outputs.
+class CellMatch:
+    """Which train cells a layout is for: instances of ``classes``, or cells with a class
+    named one of ``names`` from a module under ``module`` anywhere in their hierarchy
+    (a user's subclass counts; the framework that defines them is never imported)."""
 
-    ``kind`` is 'loss', 'grad_norm', 'loss_scale' or 'mindformers'; ``loss_divisor``
-    turns the cell's loss into the per-micro-batch mean MindFormers shows.
+    classes: tuple[type, ...] = ()
+    names: tuple[str, ...] = ()
+    module: str = ""
+
+    def __call__(self, train_network: Any) -> bool:
+        if self.classes and isinstance(train_network, self.classes):
+            return True
+        return bool(self.names) and any(
+            cls.__name__ in self.names and cls.__module__.startswith(self.module)
+            for cls in type(train_network).__mro__
+        )
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One value in a train cell's output tuple: ``key`` at ``index``.
+
+    ``flag``: a boolean (the overflow flag), written as 0 or 1. ``may_be_none``: the
+    cell returns None there when it does not compute it (MindFormers' ``global_norm``
+    without gradient clipping); the value is then left out.
     """
 
-    kind: str = "loss"
-    loss_divisor: float = 1.0
-
-    def squared_norms(self, outputs: Any) -> Any:
-        """The per-parameter squared gradient norms in ``outputs`` (a framework tensor,
-        not yet copied to the host), or None when the cell does not return them."""
-        if not isinstance(outputs, (tuple, list)):
-            return None
-        if self.kind == "grad_norm" and len(outputs) >= 3:
-            return outputs[2]
-        if self.kind == "mindformers" and len(outputs) >= 7:
-            return outputs[5]
-        return None
-
-    def provides_squared_norms(self, train_network: Any) -> bool:
-        """Whether this cell returns per-parameter squared gradient norms every step."""
-        if self.kind == "grad_norm":
-            return bool(getattr(train_network, "layer_norms", False))
-        if self.kind == "mindformers":
-            return bool(getattr(train_network, "local_norm", False))
-        return False
+    key: str
+    index: int
+    flag: bool = False
+    may_be_none: bool = False
 
 
-def is_mindformers_cell(train_network: Any) -> bool:
-    """A MindFormers train cell, or a subclass of one (checked by class hierarchy)."""
-    return any(
-        cls.__name__ in MINDFORMERS_CELLS and cls.__module__.startswith("mindformers")
-        for cls in type(train_network).__mro__
-    )
+@dataclass(frozen=True)
+class SquaredNorms:
+    """Where a cell returns one squared L2 norm per gradient: the output at ``index``
+    when the cell returns at least ``outputs`` values; the cell's boolean attribute
+    ``flag`` says it was built to return them (every step)."""
+
+    index: int
+    outputs: int
+    flag: str
 
 
-def output_layout(train_network: Any) -> OutputLayout:
-    """The :class:`OutputLayout` of ``train_network`` (``Model``'s train cell)."""
-    if isinstance(train_network, TrainOneStepWithGradNormCell):
-        return OutputLayout("grad_norm")
-    if is_mindformers_cell(train_network):
-        return OutputLayout("mindformers", mindformers_loss_divisor(train_network))
-    if isinstance(train_network, nn.TrainOneStepWithLossScaleCell):
-        return OutputLayout("loss_scale")
-    return OutputLayout("loss")
+def _no_divisor(train_network: Any) -> float:
+    return 1.0
+
+
+@dataclass(frozen=True)
+class TrainCellLayout:
+    """How one family of train cells packs its outputs: a row of :data:`LAYOUTS`.
+
+    The loss is always the first output (or the whole output, when it is no tuple).
+    ``slots`` are read when the cell returns at least ``min_outputs`` values, each one
+    that is there. ``grad_norm_hint`` says, when no grad norm came out, how to get one
+    (``{cell}``: the cell's class name). ``loss_divisor`` is what the cell's loss is
+    divided by for the value its framework shows.
+    """
+
+    name: str
+    matches: CellMatch
+    slots: tuple[Slot, ...] = ()
+    min_outputs: int = 1
+    squared_norms: Optional[SquaredNorms] = None
+    grad_norm_hint: str = ""
+    loss_divisor: Callable[[Any], float] = _no_divisor
+
+    @property
+    def lr_from_outputs(self) -> bool:
+        """Whether the cell returns the learning rate the optimizer applied."""
+        return any(slot.key == "lr" for slot in self.slots)
+
+
+_BUILD_MODEL = (
+    "build the model with mindwatch.mindspore.build_model(net, loss_fn, optimizer) instead "
+    "of Model(net, loss_fn, optimizer), or train Model(TrainOneStepWithGradNormCell("
+    "nn.WithLossCell(net, loss_fn), optimizer)); it adds one square-sum per gradient to "
+    "the step's graph (README: 'With Model.train')"
+)
+_LOSS_ONLY = "the train cell ({cell}) returns only the loss; to get it, " + _BUILD_MODEL
+_LOSS_SCALE_SLOTS = (Slot("overflow", 1, flag=True), Slot("loss_scale", 2))
 
 
 def _wrapped(cell: Any) -> list[Any]:
@@ -137,6 +184,92 @@ def mindformers_loss_divisor(train_network: Any) -> float:
     return divisor
 
 
+#: The train cells mindwatch reads, tried in this order; the first that matches is the
+#: cell's layout (MindFormers' cells subclass ``nn.TrainOneStepWithLossScaleCell``, so
+#: they come before it; the last row takes any cell). A new layout is one more row.
+LAYOUTS: tuple[TrainCellLayout, ...] = (
+    TrainCellLayout(
+        "grad_norm",
+        CellMatch(classes=(TrainOneStepWithGradNormCell,)),
+        slots=(Slot("grad_norm", 1),),
+        min_outputs=2,
+        squared_norms=SquaredNorms(index=2, outputs=3, flag="layer_norms"),
+        grad_norm_hint=_LOSS_ONLY,
+    ),
+    TrainCellLayout(
+        "mindformers",
+        CellMatch(names=MINDFORMERS_CELLS, module="mindformers"),
+        slots=(
+            *_LOSS_SCALE_SLOTS,
+            Slot("lr", 3, may_be_none=True),
+            Slot("grad_norm", 4, may_be_none=True),
+        ),
+        min_outputs=3,
+        squared_norms=SquaredNorms(index=5, outputs=7, flag="local_norm"),
+        grad_norm_hint="MindFormers returns global_norm only when it clips gradients: set "
+        "runner_wrapper use_clip_grad: True (with a large max_grad_norm to see the norm "
+        "without clipping)",
+        loss_divisor=mindformers_loss_divisor,
+    ),
+    TrainCellLayout(
+        "loss_scale",
+        CellMatch(classes=(nn.TrainOneStepWithLossScaleCell,)),
+        slots=_LOSS_SCALE_SLOTS,
+        min_outputs=3,
+        grad_norm_hint="the train cell ({cell}) returns (loss, overflow, loss_scale) and no "
+        "gradient norm; mindwatch's TrainOneStepWithGradNormCell has no dynamic loss "
+        "scaling, so on a device that needs it return the norm from your own subclass of "
+        "{cell}",
+    ),
+    TrainCellLayout("loss", CellMatch(classes=(object,)), grad_norm_hint=_LOSS_ONLY),
+)
+_BY_NAME = {row.name: row for row in LAYOUTS}
+
+
+@dataclass(frozen=True)
+class OutputLayout:
+    """A train cell's layout (its row of :data:`LAYOUTS`) and the divisor that turns
+    its loss into the per-micro-batch mean MindFormers shows."""
+
+    cell: TrainCellLayout = LAYOUTS[-1]
+    loss_divisor: float = 1.0
+
+    @property
+    def lr_from_outputs(self) -> bool:
+        """Whether the outputs hold the learning rate the optimizer applied."""
+        return self.cell.lr_from_outputs
+
+    def squared_norms(self, outputs: Any) -> Any:
+        """The per-parameter squared gradient norms in ``outputs`` (a framework tensor,
+        not yet copied to the host), or None when the cell does not return them."""
+        norms = self.cell.squared_norms
+        if norms is None or not isinstance(outputs, (tuple, list)) or len(outputs) < norms.outputs:
+            return None
+        return outputs[norms.index]
+
+    def provides_squared_norms(self, train_network: Any) -> bool:
+        """Whether this cell returns per-parameter squared gradient norms every step."""
+        norms = self.cell.squared_norms
+        return norms is not None and bool(getattr(train_network, norms.flag, False))
+
+
+def is_mindformers_cell(train_network: Any) -> bool:
+    """A MindFormers train cell, or a subclass of one (checked by class hierarchy)."""
+    return _BY_NAME["mindformers"].matches(train_network)
+
+
+def layout_named(name: str, loss_divisor: float = 1.0) -> OutputLayout:
+    """The layout of row ``name`` of :data:`LAYOUTS` (tests, tools)."""
+    return OutputLayout(_BY_NAME[name], loss_divisor)
+
+
+def output_layout(train_network: Any) -> OutputLayout:
+    """The :class:`OutputLayout` of ``train_network`` (``Model``'s train cell): the
+    first row of :data:`LAYOUTS` that matches it."""
+    row = next(row for row in LAYOUTS if row.matches(train_network))
+    return OutputLayout(row, row.loss_divisor(train_network))
+
+
 def loss_value(loss: Any) -> float:
     """The loss as a float: the mean when the cell returns several values (per sample or
     per micro batch), as MindFormers shows it."""
@@ -154,16 +287,17 @@ def unpack_outputs(outputs: Any, layout: OutputLayout) -> dict[str, float]:
     if not isinstance(outputs, (tuple, list)):
         return {"loss": loss_value(outputs) / layout.loss_divisor}
     values = {"loss": loss_value(outputs[0]) / layout.loss_divisor}
-    kind, n = layout.kind, len(outputs)
-    if kind == "grad_norm" and n >= 2:
-        values["grad_norm"] = to_float(outputs[1], "grad_norm")
-    elif kind in ("loss_scale", "mindformers") and n >= 3:
-        values["overflow"] = float(bool(to_float(outputs[1], "overflow")))
-        values["loss_scale"] = to_float(outputs[2], "loss_scale")
-        if kind == "mindformers":
-            for key, index in (("lr", 3), ("grad_norm", 4)):
-                if n > index and outputs[index] is not None:
-                    values[key] = to_float(outputs[index], key)
+    n = len(outputs)
+    if n < layout.cell.min_outputs:
+        return values
+    for slot in layout.cell.slots:
+        if n <= slot.index:
+            continue
+        value = outputs[slot.index]
+        if value is None and slot.may_be_none:
+            continue
+        number = to_float(value, slot.key)
+        values[slot.key] = float(bool(number)) if slot.flag else number
     return values
 
 

@@ -30,7 +30,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from mindwatch.alerts import AlertLog
 from mindwatch.common.redact import redact_value
@@ -43,14 +43,7 @@ from mindwatch.pipeline.pipeline import Pipeline
 from mindwatch.run.info import RunInfo
 from mindwatch.run.layout import ALERTS_FILE, has_event_files
 from mindwatch.run.ranks import rank_folder
-from mindwatch.sinks import (
-    MindFormersView,
-    ProgressSink,
-    PrometheusSink,
-    Sink,
-    SinkGroup,
-    TensorBoardSink,
-)
+from mindwatch.sinks import Sink, SinkGroup, SinkPlace, TensorBoardSink, open_sinks
 
 __all__ = ["Outputs", "config_markdown", "open_outputs", "open_writer"]
 
@@ -178,30 +171,37 @@ def open_outputs(
     local: LocalSteps,
 ) -> Outputs:
     """Open the folders this process writes (LogDirError if one cannot be written), its
-    run.json, and the pipeline that feeds them."""
+    run.json, and the pipeline that feeds them. Each route's sinks are the kinds of
+    :data:`~mindwatch.sinks.SINK_KINDS` that its place and the config ask for."""
     cfg = config
-    global_tb = rank_tb = None
+    # The folders: rank 0's run folder, and a rank's own (see the module's table).
+    main_writer = rank_writer = None
     if rank == 0:
-        global_tb = TensorBoardSink(open_writer(logdir, cfg), layout=True)
+        main_writer = open_writer(logdir, cfg)
     if (reduced and cfg.per_rank) or (rank != 0 and not reduced):
         folder = logdir if own_run_folder else logdir / rank_folder(rank)
-        rank_tb = TensorBoardSink(
-            open_writer(folder, cfg), name="TensorBoard rank", layout=not reduced
+        rank_writer = open_writer(folder, cfg)
+        if rank != 0 and not reduced:  # its values are the run this process writes
+            main_writer, rank_writer = rank_writer, None
+    exporter = _exporter(cfg, logdir.name, rank=rank, world_size=world_size)
+
+    def place(route: Literal["main", "rank"], writer: Optional[EventFileWriter]) -> SinkPlace:
+        return SinkPlace(
+            route,
+            rank=rank,
+            world_size=world_size,
+            reduced=reduced,
+            total_steps=total_steps,
+            rates=local.rates,
+            writer=writer,
+            exporter=exporter,
         )
-    main_tb = global_tb if rank == 0 else (None if reduced else rank_tb)
-    main: list[Sink] = []
-    if main_tb is not None:
-        main.append(main_tb)
-        if cfg.tag_style == "mindformers":
-            view = MindFormersView(main_tb.writer, world_size=world_size, rates=local.rates)
-            main.append(view)
-    if rank == 0:
-        main.append(ProgressSink(every=cfg.print_every, mode=cfg.progress, total=total_steps))
-    exporter, rank_sinks = _exporter(
-        cfg, logdir.name, rank=rank, world_size=world_size, reduced=reduced, main=main
-    )
-    if rank_tb is not None and reduced:
-        rank_sinks.insert(0, rank_tb)
+
+    main = open_sinks(cfg, place("main", main_writer))
+    rank_sinks = open_sinks(cfg, place("rank", rank_writer))
+    main_tb, own_tb = _tensorboard(main), _tensorboard(rank_sinks)
+    global_tb = main_tb if rank == 0 else None
+    rank_tb = main_tb if rank != 0 and not reduced else own_tb
     run = None
     if main_tb is not None:
         run = RunInfo(
@@ -256,23 +256,15 @@ def open_outputs(
     return Outputs(pipeline, run, global_tb, rank_tb, exporter)
 
 
-def _exporter(
-    cfg: MonitorConfig, run: str, *, rank: int, world_size: int, reduced: bool, main: list[Sink]
-) -> tuple[Optional[RunExporter], list[Sink]]:
-    """The Prometheus exporter of this process, if it has one: its sink on ``MAIN`` is
-    added to ``main``; the ``RANK`` route's sinks are returned (a rank's own values under
-    reduction, with ``per_rank``)."""
+def _tensorboard(sinks: list[Sink]) -> Optional[TensorBoardSink]:
+    """The route's event files, if it has them."""
+    return next((sink for sink in sinks if isinstance(sink, TensorBoardSink)), None)
+
+
+def _exporter(cfg: MonitorConfig, run: str, *, rank: int, world_size: int) -> Optional[RunExporter]:
+    """The Prometheus exporter of this process, if it has one: rank 0's, and with
+    ``per_rank`` every rank's (its sinks: :meth:`PrometheusSink.from_config`)."""
     settings = cfg.prometheus
     if settings is None or not (rank == 0 or settings.per_rank):
-        return None, []
-    exporter = RunExporter(settings, run=run, rank=rank, world_size=world_size)
-    if rank == 0:  # the job's values (reduced, or rank 0's own without a reduction)
-        main.append(PrometheusSink(exporter, exporter.series(), owner=True))
-        if reduced and settings.per_rank:
-            return exporter, [PrometheusSink(exporter, exporter.series(rank=0), owner=False)]
-        return exporter, []
-    series = exporter.series(rank=rank)  # per_rank: this rank's own values
-    if reduced:
-        return exporter, [PrometheusSink(exporter, series, owner=True)]
-    main.append(PrometheusSink(exporter, series, owner=True))
-    return exporter, []
+        return None
+    return RunExporter(settings, run=run, rank=rank, world_size=world_size)

@@ -1,7 +1,8 @@
 """What flows to the sinks: one small value type per kind of record.
 
-Every sink gets every item and writes the kinds it knows; the pipeline builds them on
-its own thread from what the training thread enqueued.
+A sink declares the kinds it writes (:class:`~mindwatch.sinks.base.TypedSink`), and its
+group hands it those only; the pipeline builds them on its own thread from what the
+training thread enqueued.
 """
 
 from __future__ import annotations

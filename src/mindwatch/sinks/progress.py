@@ -20,9 +20,13 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import IO, Any, Optional
+from typing import IO, TYPE_CHECKING, Any, Optional
 
-from mindwatch.sinks.items import EvalValues, Item, StepValues, TotalSteps
+from mindwatch.sinks.base import SinkPlace, TypedSink, handles
+from mindwatch.sinks.items import EvalValues, StepValues, TotalSteps
+
+if TYPE_CHECKING:
+    from mindwatch.config import MonitorConfig
 
 __all__ = ["FIELDS", "ProgressReporter", "ProgressSink", "fit_line", "format_values"]
 
@@ -230,7 +234,7 @@ class ProgressReporter:
             self._bar = None
 
 
-class ProgressSink:
+class ProgressSink(TypedSink):
     """The console: progress every ``every`` steps and each evaluation's results (rank 0).
 
     Lines are printed on the pipeline's thread, shortly after the step (at most the
@@ -254,23 +258,34 @@ class ProgressSink:
         self._last: Optional[StepValues] = None
         self._evals: list[EvalValues] = []  # waiting for the step they were made at
 
-    def write(self, item: Item) -> None:
+    @classmethod
+    def from_config(cls, config: MonitorConfig, place: SinkPlace) -> Optional[ProgressSink]:
+        """On rank 0's ``main`` route: the job's progress, printed once."""
+        if place.route != "main" or place.rank != 0:
+            return None
+        return cls(every=config.print_every, mode=config.progress, total=place.total_steps)
+
+    @handles(StepValues)
+    def _step(self, item: StepValues) -> None:
         reporter = self.reporter
-        if isinstance(item, StepValues):
-            self._last = item
-            if reporter.due(item.step, item.wall):
-                reporter.update(item.step, dict(item.values), item.wall)
-            if self._evals:
-                self._show_evals(item.step)
-        elif isinstance(item, EvalValues):
-            if item.values and reporter.enabled:
-                self._evals.append(item)
-                self._show_evals(self._last.step if self._last is not None else None)
-        elif isinstance(item, TotalSteps):
-            reporter.close()
-            self.reporter = ProgressReporter(
-                every=self._every, mode=self._mode, total=item.total, stream=self._stream
-            )
+        self._last = item
+        if reporter.due(item.step, item.wall):
+            reporter.update(item.step, dict(item.values), item.wall)
+        if self._evals:
+            self._show_evals(item.step)
+
+    @handles(EvalValues)
+    def _eval(self, item: EvalValues) -> None:
+        if item.values and self.reporter.enabled:
+            self._evals.append(item)
+            self._show_evals(self._last.step if self._last is not None else None)
+
+    @handles(TotalSteps)
+    def _total(self, item: TotalSteps) -> None:
+        self.reporter.close()
+        self.reporter = ProgressReporter(
+            every=self._every, mode=self._mode, total=item.total, stream=self._stream
+        )
 
     def _show_evals(self, step: Optional[int], *, every_one: bool = False) -> None:
         """Evaluation results up to ``step``: under reduction the steps arrive in batches,
@@ -287,9 +302,6 @@ class ProgressSink:
         if last is not None and reporter.enabled and reporter.last_shown != last.step:
             reporter.due(last.step, last.wall)
             reporter.update(last.step, dict(last.values), last.wall)
-
-    def flush(self, timeout: Optional[float] = None) -> bool:
-        return True
 
     def close(self, timeout: Optional[float] = None) -> None:
         self._show_last()

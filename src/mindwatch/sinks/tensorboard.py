@@ -1,6 +1,7 @@
 """TensorBoard sinks: a run folder's event files, and MindFormers' view of a step.
 
-:class:`TensorBoardSink` hands every item to an
+:class:`TensorBoardSink` hands each item TensorBoard shows (steps, evaluations, scalars,
+histograms, text, summaries, resume markers) to an
 :class:`~mindwatch.events.EventFileWriter` (which encodes and writes on its own thread);
 :class:`MindFormersView` writes a training step again under MindFormers' tag names
 (``tag_style: mindformers``, :mod:`mindwatch.metrics.mindformers_view`) into the same
@@ -10,17 +11,17 @@ TensorBoard's first screen (:mod:`mindwatch.sinks.board_layout`).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from mindwatch.events.summaries import custom_scalars_layout_value, import_layout_support
 from mindwatch.events.writer import EventFileWriter, WriterStats
 from mindwatch.metrics.derived import StepRates
 from mindwatch.metrics.mindformers_view import mindformers_view, view_warnings
+from mindwatch.sinks.base import SinkPlace, TypedSink, handles
 from mindwatch.sinks.board_layout import first_screen_layout
 from mindwatch.sinks.items import (
     EvalValues,
     Histogram,
-    Item,
     Scalars,
     SessionStart,
     StepValues,
@@ -28,10 +29,13 @@ from mindwatch.sinks.items import (
     Text,
 )
 
+if TYPE_CHECKING:
+    from mindwatch.config import MonitorConfig
+
 __all__ = ["MindFormersView", "TensorBoardSink"]
 
 
-class TensorBoardSink:
+class TensorBoardSink(TypedSink):
     """One run folder's TensorBoard event files; with ``layout``, also the layout of
     TensorBoard's first screen (written once, at step 0, built from the first step's tags
     on the writer's thread)."""
@@ -45,26 +49,45 @@ class TensorBoardSink:
         if layout:
             import_layout_support()  # here, not on a background thread at exit
 
-    def write(self, item: Item) -> None:
-        writer = self.writer
-        if isinstance(item, StepValues):
-            if self._layout_pending:
-                self._layout_pending = False
-                tags = [tag for tag, _ in item.values]
-                writer.add_values_later(
-                    0, lambda: [custom_scalars_layout_value(first_screen_layout(tags))]
-                )
-            writer.add_scalars(item.step, item.values, item.wall)
-        elif isinstance(item, (EvalValues, Scalars)):
-            writer.add_scalars(item.step, item.values)
-        elif isinstance(item, Histogram):
-            writer.add_histogram(item.tag, item.data, item.step, copy=False)
-        elif isinstance(item, Text):
-            writer.add_text(item.tag, item.text, item.step)
-        elif isinstance(item, SummaryValues):
-            writer.add_values(item.step, item.values)
-        elif isinstance(item, SessionStart):
-            writer.add_session_start(item.step)
+    @classmethod
+    def from_config(cls, config: MonitorConfig, place: SinkPlace) -> Optional[TensorBoardSink]:
+        """The event files of the route's folder (with the first screen's layout on
+        ``main``: the folder TensorBoard shows for this process); none without one."""
+        if place.writer is None:
+            return None
+        main = place.route == "main"
+        name = "TensorBoard" if main and place.rank == 0 else "TensorBoard rank"
+        return cls(place.writer, name, layout=main)
+
+    @handles(StepValues)
+    def _step(self, item: StepValues) -> None:
+        if self._layout_pending:
+            self._layout_pending = False
+            tags = [tag for tag, _ in item.values]
+            self.writer.add_values_later(
+                0, lambda: [custom_scalars_layout_value(first_screen_layout(tags))]
+            )
+        self.writer.add_scalars(item.step, item.values, item.wall)
+
+    @handles(EvalValues, Scalars)
+    def _scalars(self, item: Union[EvalValues, Scalars]) -> None:
+        self.writer.add_scalars(item.step, item.values)
+
+    @handles(Histogram)
+    def _histogram(self, item: Histogram) -> None:
+        self.writer.add_histogram(item.tag, item.data, item.step, copy=False)
+
+    @handles(Text)
+    def _text(self, item: Text) -> None:
+        self.writer.add_text(item.tag, item.text, item.step)
+
+    @handles(SummaryValues)
+    def _summary(self, item: SummaryValues) -> None:
+        self.writer.add_values(item.step, item.values)
+
+    @handles(SessionStart)
+    def _session_start(self, item: SessionStart) -> None:
+        self.writer.add_session_start(item.step)
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         return self.writer.flush(timeout)
@@ -77,7 +100,7 @@ class TensorBoardSink:
         return self.writer.stats
 
 
-class MindFormersView:
+class MindFormersView(TypedSink):
     """``tag_style: mindformers``: each training step also under MindFormers' names,
     against steps and samples (its ``<tag>_vs_samples`` twins). ``rates`` gives the
     model FLOPs per step for ``model-flops-throughput-per-npu``."""
@@ -90,9 +113,16 @@ class MindFormersView:
         self.rates = rates
         self._warn = view_warnings()
 
-    def write(self, item: Item) -> None:
-        if not isinstance(item, StepValues):
-            return
+    @classmethod
+    def from_config(cls, config: MonitorConfig, place: SinkPlace) -> Optional[MindFormersView]:
+        """With ``tag_style: mindformers``, into the ``main`` route's event files (the
+        TensorBoard sink of the same writer flushes and closes them)."""
+        if config.tag_style != "mindformers" or place.route != "main" or place.writer is None:
+            return None
+        return cls(place.writer, world_size=place.world_size, rates=place.rates)
+
+    @handles(StepValues)
+    def _step(self, item: StepValues) -> None:
         flops = self.rates.step_flops(item.samples)
         for x, view in mindformers_view(
             item.step,
@@ -103,9 +133,3 @@ class MindFormersView:
             warn=self._warn,
         ):
             self.writer.add_scalars(x, view, item.wall)
-
-    def flush(self, timeout: Optional[float] = None) -> bool:
-        return True  # the TensorBoard sink of the same writer flushes it
-
-    def close(self, timeout: Optional[float] = None) -> None:
-        pass
