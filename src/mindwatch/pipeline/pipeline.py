@@ -23,19 +23,20 @@ background work is batched. A record that fails is a warning, once, and never st
 thread. When ``max_queue`` records wait (a burst, or sinks far slower than training), a
 producer of data waits for room, at most ``max_block_secs`` in all; then, until the
 thread catches up, new data is dropped and counted at once. Records that are not data
-(settings, alerts, purge markers, sinks) are never dropped.
+(settings, alerts, purge markers, sinks) are never dropped. That queue and its thread
+are a :class:`~mindwatch.common.handoff.Handoff`, as each event writer's are.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from mindwatch.alerts import Alert, Control
+from mindwatch.common.handoff import Handoff
 from mindwatch.common.waits import finite_seconds, wait_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.metrics.derived import Values, with_perplexity
@@ -75,6 +76,18 @@ def _is_data(entry: tuple[Any, ...]) -> bool:
     if type(kind) is int or kind in {STEP, EVAL}:
         return True
     return kind == ITEM and isinstance(entry[2], (Histogram, Scalars))
+
+
+def _points(entry: tuple[Any, ...]) -> Optional[int]:
+    """The points a record holds (what dropping it counts); None if it is not data."""
+    if not _is_data(entry):
+        return None
+    kind = entry[0]
+    if type(kind) is int:
+        return logged_points(entry) or 1
+    if kind in (STEP, EVAL):
+        return len(entry[3] if kind == STEP else entry[2]) or 1
+    return 1
 
 
 class Pipeline:
@@ -118,63 +131,38 @@ class Pipeline:
         self._open_rank_folder = open_rank_folder
         self._max_queue = max_queue
         # Finite, or a wait on them raises OverflowError (in the caller or the thread).
-        self._max_block_secs = finite_seconds("max_block_secs", max_block_secs)
+        max_block_secs = finite_seconds("max_block_secs", max_block_secs)
         period = finite_seconds("period", period, positive=True)
-        self._wake_at = max(1, min(_HIGH_WATER, max_queue // 2))
-        self._room_at = max(1, max_queue // 2)  # producers waiting go on below this
-        self._room = threading.Event()
-        self._blocked = False  # a producer waits for room
-        self._stalled = False  # a wait for room timed out: drop until caught up
-        self._period = period
         # Decisions for the training loop (the alerting appends, the loop takes them).
         self.controls: deque[Control] = controls if controls is not None else deque()
-        self.points_dropped = 0
         self.errors = 0  # the thread ended on an unexpected error (counted in run.json)
-        self._died = False
-        self._queue: deque[tuple[Any, ...]] = deque()
-        self._wake = threading.Event()
         self._warn = WarnOnce(log)
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="mindwatch-pipeline", daemon=True)
-        self._thread.start()
+        self._handoff: Handoff[tuple[Any, ...]] = Handoff(
+            name="mindwatch-pipeline",
+            points=_points,
+            process=self._handle,
+            stop=self._finish,
+            dropped=self._dropping,
+            died=self._on_death,
+            max_queue=max_queue,
+            max_block_secs=max_block_secs,
+            period=period,
+            wake_at=max(1, min(_HIGH_WATER, max_queue // 2)),
+            room_at=max(1, max_queue // 2),  # producers waiting go on below this
+            chunk=_CHUNK,
+        )
+        self._handoff.start()
 
     # ------------------------------------------------------------ any producer thread
 
     def submit(self, entry: tuple[Any, ...]) -> None:
         """Queue one record; when the queue is full, data waits for room (bounded)."""
-        queue = self._queue
-        if self._closed or self._died:
-            self._drop(entry)
-            return
-        if len(queue) >= self._max_queue and _is_data(entry) and not self._wait_for_room():
-            self._drop(entry)
-            return
-        queue.append(entry)
-        if len(queue) >= self._wake_at:
-            self._wake.set()
+        self._handoff.put(entry)
 
     def queue_for_producers(self) -> tuple[deque[tuple[Any, ...]], int]:
         """The queue and the length below which a producer may append to it directly
         (no wake-up is due, nothing waits or is dropped); at or above it, :meth:`submit`."""
-        return self._queue, self._wake_at
-
-    def _wait_for_room(self) -> bool:
-        """Wait (at most max_block_secs) until the queue has room; False if it has none."""
-        if self._stalled or not self._thread.is_alive():
-            return False
-        if self._thread is threading.current_thread():
-            return True  # a sink logging from the pipeline's thread: never wait for itself
-        deadline = time.monotonic() + self._max_block_secs
-        while len(self._queue) >= self._max_queue and not self._closed:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._stalled = True  # drop without waiting until the thread catches up
-                return False
-            self._room.clear()
-            self._blocked = True
-            self._wake.set()
-            self._room.wait(wait_seconds(remaining))
-        return not self._closed
+        return self._handoff.queue, self._handoff.fast_limit
 
     def step(self, route: int, step: int, values: Values, wall: float, samples: Any) -> None:
         """A derived (and, for ``MAIN``, reduced) step, e.g. from the aggregator."""
@@ -190,41 +178,22 @@ class Pipeline:
 
     def barrier(self) -> threading.Event:
         """An event set once everything queued before the call is processed."""
-        done = threading.Event()
-        thread = self._thread
-        if self._closed or not thread.is_alive() or thread is threading.current_thread():
-            # Closing processes everything queued before it, or nothing will; and the
-            # pipeline's own thread (a sink asking) cannot wait for itself.
-            done.set()
-            return done
-        self._queue.append((BARRIER, done))
-        self._wake.set()
-        if not self._thread.is_alive() or self._died:
-            done.set()
-        return done
+        return self._handoff.barrier()
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Process what is queued, close the sinks (files complete), end the thread."""
-        if self._closed:
-            self._thread.join(wait_seconds(timeout))
-            return
-        self._closed = True  # later records are dropped (and counted)
-        self._queue.append((STOP, timeout))
-        self._wake.set()
-        self._room.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(wait_seconds(timeout))
-        if self._died:  # its records are counted (and it said so): the files still close
-            self._discard()
-        elif self._thread.is_alive():  # a sink hangs (a hung disk): close what we can
-            log.warning(
+        handoff = self._handoff
+        if not handoff.close(timeout):  # later records are dropped (and counted)
+            return  # closing already: it waited for the thread as the first caller does
+        if handoff.died is None:  # (a dead thread's records are counted: files still close)
+            if not handoff.running:
+                return  # it finished: the sinks are closed
+            log.warning(  # a sink hangs (a hung disk): close what we can
                 "mindwatch: the pipeline did not finish within %s s; %d queued records may "
                 "not be written",
                 timeout,
-                len(self._queue),
+                len(handoff.queue),
             )
-        else:
-            return
         for group in self._groups():
             group.close(timeout)
 
@@ -242,59 +211,24 @@ class Pipeline:
 
     # ------------------------------------------------------------ the pipeline's thread
 
-    def _run(self) -> None:
+    def _handle(self, entry: tuple[Any, ...]) -> None:
         try:
-            self._serve()
-        except BaseException as exc:  # a dead thread must not be silent
-            self._died = True
-            self.errors += 1
-            self._discard()
-            log.warning(
-                "mindwatch: the pipeline's thread stopped on an unexpected error (%r); values "
-                "logged from now on are dropped and counted (points_dropped in run.json, %d "
-                "so far). Training continues.",
-                exc,
-                self.points_dropped,
-            )
+            self._process(entry)
+        except Exception as exc:  # never lose the thread over one record
+            kind = "logged step" if type(entry[0]) is int else entry[0]
+            self._warn_once(f"kind {kind}", f"a record could not be processed: {exc!r}")
+        # Anything else ends the thread: the hand-off counts this record and the rest.
 
-    def _discard(self) -> None:
-        """Count what is queued as dropped (barriers released): nothing will process it."""
-        while self._queue:
-            self._drop(self._queue.popleft())
-        self._room.set()  # nor wait for room
-
-    def _serve(self) -> None:
-        queue, wake = self._queue, self._wake
-        while True:
-            wake.wait(wait_seconds(self._period))
-            wake.clear()
-            done = 0
-            while queue:
-                entry = queue.popleft()
-                if entry[0] == STOP:
-                    self._finish(entry[1])
-                    while queue:  # raced with close(): counted, and no barrier waits
-                        self._drop(queue.popleft())
-                    return
-                try:
-                    self._process(entry)
-                except Exception as exc:  # never lose the thread over one record
-                    kind = "logged step" if type(entry[0]) is int else entry[0]
-                    self._warn_once(f"kind {kind}", f"a record could not be processed: {exc!r}")
-                except BaseException:  # the thread ends (see _run): this record is lost too
-                    self._died = True
-                    self._drop(entry)
-                    raise
-                done += 1
-                if done % _CHUNK == 0:
-                    if self._blocked and len(queue) < self._room_at:
-                        self._blocked = False
-                        self._room.set()
-                    time.sleep(0)  # let the training thread have the GIL between chunks
-            self._stalled = False  # caught up: producers may wait for room again
-            if self._blocked:
-                self._blocked = False
-                self._room.set()
+    def _on_death(self, exc: BaseException) -> None:
+        """The thread ended on an unexpected error; what it left is counted already."""
+        self.errors += 1
+        log.warning(
+            "mindwatch: the pipeline's thread stopped on an unexpected error (%r); values "
+            "logged from now on are dropped and counted (points_dropped in run.json, %d "
+            "so far). Training continues.",
+            exc,
+            self.points_dropped,
+        )
 
     def _process(self, entry: tuple[Any, ...]) -> None:
         kind = entry[0]
@@ -377,22 +311,9 @@ class Pipeline:
         for group in self._groups():
             group.close(timeout)
 
-    def _drop(self, entry: tuple[Any, ...]) -> None:
-        kind = entry[0]
-        if kind == BARRIER:
-            entry[1].set()
-            return
-        if not _is_data(entry):
-            return  # a setting or an alert for a closed pipeline: nothing left to do
-        points = 1
-        if type(kind) is int:
-            points = logged_points(entry) or 1
-        elif kind in (STEP, EVAL):
-            points = len(entry[3] if kind == STEP else entry[2]) or 1
-        self.points_dropped += points
-        if self._died:
-            return  # said once, when the thread ended
-        if self._closed:
+    def _dropping(self, count: int) -> None:
+        """Data was dropped on a producer's thread (counted by the hand-off): say so once."""
+        if self._handoff.closed:
             self._warn_once("closed", "values logged after close() are dropped")
             return
         self._warn_once(
@@ -406,6 +327,11 @@ class Pipeline:
         self._warn(key, "mindwatch: %s", message)
 
     # ------------------------------------------------------------ results
+
+    @property
+    def points_dropped(self) -> int:
+        """Points dropped here (a full queue, a closed pipeline or a dead thread)."""
+        return self._handoff.dropped
 
     @property
     def alerts(self) -> list[Alert]:
