@@ -377,13 +377,13 @@ def test_a_stalled_disk_costs_log_step_only_bounded_waits(
     counted (run.json), each place warning once. What was written stays in order."""
     import threading
 
-    from mindwatch.events.writer import EventFileWriter
+    from mindwatch.events.event_file import EventFile
 
     disk = threading.Event()  # a hung network file system: writes block until set
     in_write = threading.Event()
-    real_write = EventFileWriter._write_records
+    real_write = EventFile.write
 
-    def hung_write(self: EventFileWriter, records: object) -> None:
+    def hung_write(self: EventFile, records: object) -> None:
         in_write.set()
         disk.wait(60)
         real_write(self, records)  # type: ignore[arg-type]
@@ -399,7 +399,7 @@ def test_a_stalled_disk_costs_log_step_only_bounded_waits(
     config = {"print_every": 0, "max_queue": 20, "max_block_secs": 0.2, "flush_secs": 0.05}
     with caplog.at_level(logging.WARNING, logger="mindwatch"):
         mon = mindwatch.Monitor(tmp_path, config)  # writes the file's header, checking it
-        monkeypatch.setattr(EventFileWriter, "_write_records", hung_write)
+        monkeypatch.setattr(EventFile, "write", hung_write)
         mon.log_step(1, loss=1.0)
         assert in_write.wait(30)  # within flush_secs the writer reaches the disk and hangs
         monkeypatch.setattr(threading.Event, "wait", wait)

@@ -86,16 +86,16 @@ def test_a_second_sigterm_does_not_cut_the_first_close_short(tmp_path: Path) -> 
         """
         import os, signal, sys, time
         import mindwatch
-        from mindwatch.events import writer as w
+        from mindwatch.events import worker as w
         mon = mindwatch.Monitor(sys.argv[1], {"print_every": 0, "flush_secs": 60})
         for step in range(1, 2001):
             mon.log_step(step, loss=float(step))
-        real = w.EventFileWriter._commit
+        real = w.EventWorker._commit
         def slow_commit(self, records, points):  # a slow disk, and a second SIGTERM
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.2)
             real(self, records, points)
-        w.EventFileWriter._commit = slow_commit
+        w.EventWorker._commit = slow_commit
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(30)
         """

@@ -199,7 +199,7 @@ def test_a_stalled_disk_costs_one_bounded_wait_then_drops_and_counts(
 
     writer = EventFileWriter(tmp_path, max_queue=10, max_block_secs=0.2)
     disk = threading.Event()  # a hung network file system: writes block until set
-    real_write = writer._write_records
+    real_write = writer._worker.events.write
 
     in_write = threading.Event()
 
@@ -208,17 +208,19 @@ def test_a_stalled_disk_costs_one_bounded_wait_then_drops_and_counts(
         disk.wait(60)
         real_write(records)
 
-    monkeypatch.setattr(writer, "_write_records", hung_write)
+    monkeypatch.setattr(writer._worker.events, "write", hung_write)
     writer.add_scalars(0, [("x", 1.0), ("y", 2.0)])
-    writer._wake.set()
+    writer._handoff.wake()
     assert in_write.wait(30)  # the worker is now stuck in a write
     waits = []
-    real_wait = writer._room.wait
-    monkeypatch.setattr(writer._room, "wait", lambda t=None: waits.append(t) or real_wait(t))
+    real_wait = writer._handoff._room.wait
+    monkeypatch.setattr(
+        writer._handoff._room, "wait", lambda t=None: waits.append(t) or real_wait(t)
+    )
     with caplog.at_level(logging.WARNING, logger="mindwatch"):
         for step in range(1, 100):
             writer.add_scalars(step, [("x", 1.0), ("y", 2.0)])
-        assert writer._stalled
+        assert writer._handoff.stalled
         assert len(waits) == 1  # one bounded wait, then immediate drops
         disk.set()
         writer.close()

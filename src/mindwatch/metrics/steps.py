@@ -21,11 +21,18 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from mindwatch.metrics.derived import DERIVED_TAGS, StepRates, Timing, Values
+from mindwatch.metrics.derived import (
+    DERIVED_TAGS,
+    StepRates,
+    Timing,
+    Values,
+    perplexity,
+    with_perplexity,
+)
 from mindwatch.metrics.tags import TAGS, tag_for
 from mindwatch.metrics.values import NonFiniteCounter
 
-__all__ = ["LocalSteps", "Logged", "Row", "logged_points"]
+__all__ = ["LocalSteps", "Logged", "Row", "RunValues", "logged_points"]
 
 # (step, wall time, loss, lr, grad_norm (floats or None), the names of the other values
 # and those values, samples per step, tokens per step, (seconds, steps) since the
@@ -51,6 +58,7 @@ Logged = tuple[
 Row = tuple[int, float, Values, Optional[float], Optional[float], Any]
 
 _LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
+_PERPLEXITY, _EVAL_LOSS, _EVAL_PERPLEXITY = TAGS["perplexity"], "eval/loss", "eval/perplexity"
 
 
 def logged_points(logged: Logged) -> int:
@@ -102,3 +110,34 @@ class LocalSteps:
         values += derived
         self.counter.count(values)
         return step, wall, values, samples, tokens, None
+
+
+class RunValues:
+    """What is derived from the values themselves, once, after any reduction (for one
+    rank or many alike): ``train/perplexity`` of a step's loss and ``eval/perplexity``
+    of an evaluation's (with ``perplexity`` on), unless the caller logs that tag. On
+    the pipeline's thread, for every step and evaluation it writes."""
+
+    def __init__(self, local: LocalSteps, *, perplexity: bool) -> None:
+        self.local = local
+        self.perplexity = perplexity
+
+    def step(self, values: Values, *, count: bool = False) -> Values:
+        """A step's values and theirs; ``count``: count what is added if non-finite
+        (a raw step's own values were counted when derived; a reduced step's are its
+        ranks' to count)."""
+        if not self.perplexity or _PERPLEXITY in self.local.provided:
+            return values
+        derived = with_perplexity(values)
+        if count and derived is not values:
+            self.local.counter.count(derived[-1:])
+        return derived
+
+    def eval(self, values: Values) -> Values:
+        """Evaluation results and ``eval/perplexity`` of their ``eval/loss``."""
+        if not self.perplexity or any(tag == _EVAL_PERPLEXITY for tag, _ in values):
+            return values
+        for tag, value in values:
+            if tag == _EVAL_LOSS:
+                return [*values, (_EVAL_PERPLEXITY, perplexity(value))]
+        return values
