@@ -285,8 +285,7 @@ def report_command(
     Exit status: 0 written, 2 bad input.
     """
     from mindwatch.common.i18n import set_language
-    from mindwatch.tools.report import write_report
-    from mindwatch.tools.summary import summarize
+    from mindwatch.tools.report import summarize, write_report
 
     if language is not None:
         set_language(language)

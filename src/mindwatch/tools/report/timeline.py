@@ -17,9 +17,9 @@ import numpy as np
 
 from mindwatch.common.i18n import _
 from mindwatch.metrics.smoothing import ema
-from mindwatch.tools.report_menus import AXES, menus
-from mindwatch.tools.report_plotly import FONTS, SIDE_LEGEND, Plot, color, numbers, text
-from mindwatch.tools.summary import RunSummary, Series, downsample, throughput_band
+from mindwatch.tools.report.menus import AXES, menus
+from mindwatch.tools.report.plot import FONTS, SIDE_LEGEND, Plot, color, numbers, text
+from mindwatch.tools.report.summary import RunSummary, Series, downsample, throughput_band
 
 __all__ = ["timeline"]
 
