@@ -421,7 +421,7 @@ def _watch_exporter(root: Path, address: Optional[str], *, once: bool) -> Any:
     if address is None:
         return None
     from mindwatch.common.i18n import _
-    from mindwatch.tools.watch_prometheus import WatchExporter, parse_address
+    from mindwatch.tools.watch import WatchExporter, parse_address
 
     if once:
         raise click.UsageError(
