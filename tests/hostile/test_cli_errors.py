@@ -105,7 +105,7 @@ CRASHES = {
     "export": ("mindwatch.tools.tables.read_scalars", ["export", "{d}", "--out", "{o}.csv"]),
     "doctor": ("mindwatch.tools.doctor.diagnose", ["doctor", "{d}"]),
     "convert": ("mindwatch.tools.convert.plan_conversion", ["convert", "{d}", "{o}"]),
-    "runs": ("mindwatch.tools.runs.find_runs", ["runs", "{d}"]),
+    "runs": ("mindwatch.tools.runs.prune", ["runs", "{d}"]),
     "tensorboard": ("mindwatch.tools.board.check_logdir", ["tensorboard", "{d}"]),
     "board": ("mindwatch.tools.board.check_logdir", ["board", "{d}"]),
 }
