@@ -96,7 +96,8 @@ def _iso(timestamp: float) -> str:
 def summary_lines(pruning: Pruning) -> list[str]:
     """What ``mindwatch runs`` says below its table: totals, and what was (or would be)
     deleted under the policy."""
-    found, marked, failed, max_size = pruning.found, pruning.marked, pruning.failed, pruning.max_size
+    found, marked, failed = pruning.found, pruning.marked, pruning.failed
+    max_size = pruning.max_size
     lines = []
     active = sum(run.active for run in found)
     total = sum(run.size for run in found)
