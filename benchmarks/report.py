@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import mindwatch
-from mindwatch.tools.report import write_report
-from mindwatch.tools.summary import summarize
+from mindwatch.tools.report import summarize, write_report
 
 
 def write_run(folder: Path, steps: int) -> None:

@@ -6,9 +6,7 @@ import json
 import logging
 import math
 import os
-import signal
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any, Optional
@@ -285,8 +283,7 @@ def report_command(
     Exit status: 0 written, 2 bad input.
     """
     from mindwatch.common.i18n import set_language
-    from mindwatch.tools.report import write_report
-    from mindwatch.tools.summary import summarize
+    from mindwatch.tools.report import summarize, write_report
 
     if language is not None:
         set_language(language)
@@ -422,7 +419,7 @@ def _watch_exporter(root: Path, address: Optional[str], *, once: bool) -> Any:
     if address is None:
         return None
     from mindwatch.common.i18n import _
-    from mindwatch.tools.watch_prometheus import WatchExporter, parse_address
+    from mindwatch.tools.watch import WatchExporter, parse_address
 
     if once:
         raise click.UsageError(
@@ -696,9 +693,6 @@ def tensorboard_command(
     --ranks. Also available as `mindwatch board`. Exit status: 0 stopped with Ctrl-C,
     1 TensorBoard failed, 2 bad input.
     """
-    import webbrowser
-
-    from mindwatch.run.ranks import rank_of_run
     from mindwatch.tools import board as tb
 
     try:
@@ -709,43 +703,24 @@ def tensorboard_command(
     if empty:
         click.echo(f"warning: {empty}", err=True)
     try:
-        with tb.serve(logdir, host=host, port=port) as server:
-            url = tb.board_url(
-                server.base, layout=server.layout(), runs=server.runs() or runs, ranks=ranks
-            )
-            per_rank = [run for run in runs if rank_of_run(run) is not None]
-            shown = len(runs) - (0 if ranks else len(per_rank))
-            count = f"{shown} run{'s' * (shown != 1)}"
-            if per_rank and not ranks:
-                count += f"; {len(per_rank)} per-rank folders filtered out, --ranks shows them"
-            click.echo(f"TensorBoard serves {logdir.resolve()} ({count}) at:")
-            click.echo(f"  {url}")
-            if open_browser:
-                try:
-                    opened = webbrowser.open(url)
-                except webbrowser.Error:
-                    opened = False
-                if not opened:
-                    click.echo("No web browser found here: open the address above yourself.")
+        with tb.show(logdir, runs, host=host, port=port, ranks=ranks) as shown:
+            click.echo(f"TensorBoard serves {logdir.resolve()} ({shown.count}) at:")
+            click.echo(f"  {shown.url}")
+            if open_browser and not tb.open_in_browser(shown.url):
+                click.echo("No web browser found here: open the address above yourself.")
             click.echo("Press Ctrl-C to stop.")
-            signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly
-            try:
-                status = server.process.wait()
-            except KeyboardInterrupt:
+            status = shown.wait()
+            if status is None:
                 click.echo("Stopping TensorBoard.")
                 ctx.exit(0)
             raise click.ClickException(
-                f"TensorBoard stopped by itself (exit status {status}):\n{server.output()}"
+                f"TensorBoard stopped by itself (exit status {status}):\n{shown.board.output()}"
             )
     except tb.BoardError as exc:
         raise click.ClickException(str(exc)) from exc
 
 
 main.add_command(tensorboard_command, name="board")
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 @main.command("runs")
@@ -804,42 +779,27 @@ def runs_command(
         )
     if yes and keep is None and max_size is None:
         raise click.UsageError("--yes deletes by a policy: add --keep N and/or --max-size SIZE")
-    now = time.time()
-    found = runtools.find_runs(root.absolute(), active_secs=active_secs, now=now)
-    policy = keep is not None or max_size is not None
-    runtools.plan(found, keep=keep, max_size=max_size)
-    marked = [run for run in found if run.delete]
-    failed: dict[str, str] = {}
-    if yes:
-        for run in marked:
-            error = runtools.delete_run(root, run)
-            if error:
-                failed[run.name] = error
+    pruning = runtools.prune(
+        root, keep=keep, max_size=max_size, active_secs=active_secs, delete=yes
+    )
     if as_json:
-        data = runtools.runs_json(found, now=now)
-        if yes:
-            for item in data:
-                item["deleted"] = item["delete"] and item["name"] not in failed
-                item["error"] = failed.get(item["name"])
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(runtools.pruning_json(pruning), indent=2, ensure_ascii=False))
     else:
         console = Console(highlight=False, markup=False, emoji=False)
-        table = runtools.runs_table(found, now=now, with_action=policy)
+        table = runtools.runs_table(pruning.found, now=pruning.now, with_action=pruning.policy)
         if console.is_terminal:
             console.print(table)
         else:
             _echo_table(console, table)
-        for line in runtools.summary_lines(
-            found, marked, failed, deleted=yes, policy=policy, max_size=max_size
-        ):
+        for line in runtools.summary_lines(pruning):
             console.print(line)
-    for name, error in failed.items():
+    for name, error in pruning.failed.items():
         click.echo(
             f"mindwatch runs: could not delete {name}: {error} (fix that and run again, "
             "or delete the folder by hand)",
             err=True,
         )
-    ctx.exit(2 if failed else 1 if marked and not yes else 0)
+    ctx.exit(2 if pruning.failed else 1 if pruning.marked and not yes else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

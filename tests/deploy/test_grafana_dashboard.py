@@ -1,6 +1,6 @@
 """The shipped Grafana dashboard: JSON Grafana imports (its data source an input), whose
 every query names only metrics the exporter serves and covers what a platform watches.
-(tests/tools/test_watch_prometheus.py runs each query against a real Prometheus.)"""
+(tests/tools/watch/test_watch_prometheus.py runs each query against a real Prometheus.)"""
 
 from __future__ import annotations
 

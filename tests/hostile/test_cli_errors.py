@@ -100,12 +100,12 @@ def _crash(*_: Any, **__: Any) -> Any:
 # Each checking command with something it calls made to fail as a bug would.
 CRASHES = {
     "watch": ("mindwatch.tools.watch.watch", ["watch", "{d}", "--once"]),
-    "report": ("mindwatch.tools.summary.summarize", ["report", "{d}", "--out", "{o}"]),
+    "report": ("mindwatch.tools.report.summarize", ["report", "{d}", "--out", "{o}"]),
     "compare": ("mindwatch.tools.compare.compare_runs", ["compare", "{d}", "--baseline", "{d}"]),
     "export": ("mindwatch.tools.tables.read_scalars", ["export", "{d}", "--out", "{o}.csv"]),
     "doctor": ("mindwatch.tools.doctor.diagnose", ["doctor", "{d}"]),
     "convert": ("mindwatch.tools.convert.plan_conversion", ["convert", "{d}", "{o}"]),
-    "runs": ("mindwatch.tools.runs.find_runs", ["runs", "{d}"]),
+    "runs": ("mindwatch.tools.runs.prune", ["runs", "{d}"]),
     "tensorboard": ("mindwatch.tools.board.check_logdir", ["tensorboard", "{d}"]),
     "board": ("mindwatch.tools.board.check_logdir", ["board", "{d}"]),
 }

@@ -93,8 +93,7 @@ def invoke(*args: str) -> Any:
 def run_tools(root: Path, base: Path) -> dict[str, Any]:
     """Every tool that reads the run's side files, on ``root``; what each said."""
     from mindwatch.mindspore.demo_summary import print_summary
-    from mindwatch.tools.watch import Watcher
-    from mindwatch.tools.watch_prometheus import WatchExporter
+    from mindwatch.tools.watch import Watcher, WatchExporter
 
     run = root / "exp"
     out = {

@@ -11,7 +11,7 @@ from mindspore import nn
 from mindspore.train import LossMonitor, Model, TimeMonitor
 
 from mindwatch.mindspore.demo import make_dataset, make_network
-from mindwatch.tools.convert_logs import convert_logs
+from mindwatch.tools.convert import convert_logs
 from tests.mindspore.conftest import Recorder
 from tests.tbread import scalars
 

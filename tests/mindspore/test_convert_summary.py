@@ -32,7 +32,7 @@ from mindwatch.events.protowire import WireError, fields
 from mindwatch.events.records import frame
 from mindwatch.mssummary.format import SummaryFileReader, tensor_array
 from mindwatch.mssummary.graph import graph_def_bytes
-from mindwatch.tools.convert_summary import convert_summaries
+from mindwatch.tools.convert import convert_summaries
 from tests.ports import free_port
 from tests.tbread import accumulator, same_float32
 

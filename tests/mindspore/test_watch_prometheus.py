@@ -17,7 +17,7 @@ from tests.deploy.test_prometheus_rules import RULES
 from tests.mindspore.test_planted_faults import train
 from tests.prometheus_server import PrometheusServer, free_port
 from tests.tbread import same_float32, scalars
-from tests.tools.test_watch_prometheus import watching
+from tests.tools.watch.test_watch_prometheus import watching
 
 pytestmark = pytest.mark.slow
 

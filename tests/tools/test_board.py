@@ -14,7 +14,7 @@ import pytest
 
 import mindwatch
 from mindwatch.sinks.board_layout import first_screen_layout
-from mindwatch.tools.board import RANKS_HIDDEN, board_url
+from mindwatch.tools.board import RANKS_HIDDEN, board_url, run_count
 from tests.tbread import accumulator
 
 MINDWATCH = str(Path(sys.executable).with_name("mindwatch"))
@@ -58,6 +58,15 @@ def test_per_rank_runs_are_filtered_out_of_the_address_unless_asked() -> None:
         ".",
         "rank_0x",
     ]
+
+
+def test_the_run_count_says_how_many_per_rank_folders_are_filtered_out() -> None:
+    runs = ["job", "job/rank_0", "job/rank_1"]
+    assert run_count(runs, ranks=False) == (
+        "1 run; 2 per-rank folders filtered out, --ranks shows them"
+    )
+    assert run_count(runs, ranks=True) == "3 runs"
+    assert run_count(["a", "b"], ranks=False) == "2 runs"
 
 
 def test_a_run_writes_its_layout_once(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 import mindwatch
 from mindwatch.cli import main
-from mindwatch.tools.noise import difference_noise, level_noise, step_noise
+from mindwatch.tools.compare.noise import difference_noise, level_noise, step_noise
 
 
 def make_run(

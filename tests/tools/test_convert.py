@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import mindwatch
 from mindwatch.cli import main
-from mindwatch.tools.convert_logs import convert_logs
+from mindwatch.tools.convert import convert_logs
 from tests.tbread import scalars
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

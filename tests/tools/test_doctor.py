@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import mindwatch
 from mindwatch.cli import main
-from mindwatch.tools import doctor
+from mindwatch.tools.doctor import checks as doctor
 
 
 def run_doctor(*args: str) -> tuple[int, str]:

@@ -22,6 +22,7 @@ from click.testing import CliRunner, Result
 import mindwatch
 from mindwatch.cli import main
 from mindwatch.tools import runs as runtools
+from mindwatch.tools.runs import retention
 
 DAY = 86400.0
 
@@ -286,14 +287,14 @@ def test_one_failed_deletion_does_not_stop_the_others(
     three_old_runs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = three_old_runs
-    real_rmtree = runtools.shutil.rmtree
+    real_rmtree = retention.shutil.rmtree
 
     def rmtree(path: Any, *args: Any, **kwargs: Any) -> None:
         if Path(path).name == "a":
             raise PermissionError(13, "Permission denied", str(path))
         real_rmtree(path, *args, **kwargs)
 
-    monkeypatch.setattr(runtools.shutil, "rmtree", rmtree)
+    monkeypatch.setattr(retention.shutil, "rmtree", rmtree)
     result = invoke(str(root), "--keep", "0", "--yes")
 
     assert result.exit_code == 2
@@ -301,6 +302,41 @@ def test_one_failed_deletion_does_not_stop_the_others(
     assert "could not delete a:" in result.stderr
     assert "Permission denied" in result.stderr
     assert "Deleted 2 run(s)" in result.stdout
+
+
+def test_prune_without_the_cli_marks_deletes_and_says_what_failed(
+    three_old_runs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The work of ``mindwatch runs`` is one call: what it found, marked and could not
+    delete comes back as values, and --json's deleted/error fields only after deleting."""
+    root = three_old_runs
+    shown = runtools.prune(root, keep=1)
+    assert [run.name for run in shown.marked] == ["a", "b"]
+    assert shown.policy
+    assert sorted(p.name for p in root.iterdir()) == ["a", "b", "c"]
+    assert not any("deleted" in item for item in runtools.pruning_json(shown))
+
+    real_rmtree = retention.shutil.rmtree
+
+    def rmtree(path: Any, *args: Any, **kwargs: Any) -> None:
+        if Path(path).name == "a":
+            raise PermissionError(13, "Permission denied", str(path))
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(retention.shutil, "rmtree", rmtree)
+    done = runtools.prune(root, keep=1, delete=True)
+    assert list(done.failed) == ["a"]
+    assert "Permission denied" in done.failed["a"]
+    assert sorted(p.name for p in root.iterdir()) == ["a", "c"]
+    items = {item["name"]: item for item in runtools.pruning_json(done)}
+    assert (items["a"]["deleted"], items["b"]["deleted"], items["c"]["deleted"]) == (
+        False,
+        True,
+        False,
+    )
+    assert items["b"]["error"] is None
+    assert "Permission denied" in items["a"]["error"]
+    assert runtools.summary_lines(done)[-1].startswith("Deleted 1 run(s), freed ")
 
 
 @pytest.mark.parametrize("bad", ["5X", "-1", "1.2.3", "GiB", "", "2 GB of disk"])

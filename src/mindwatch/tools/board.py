@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Optional
 
 from mindwatch.events.contents import shows_something
 from mindwatch.run.ranks import rank_of_run
@@ -39,11 +40,15 @@ __all__ = [
     "RANKS_HIDDEN",
     "Board",
     "BoardError",
+    "Shown",
     "board_url",
     "check_logdir",
     "find_event_runs",
     "nothing_to_show",
+    "open_in_browser",
+    "run_count",
     "serve",
+    "show",
 ]
 
 # A run whose last path part is rank_<r>: the regex keeps every other run (JavaScript's
@@ -251,3 +256,60 @@ def serve(
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+
+
+def run_count(runs: list[str], *, ranks: bool) -> str:
+    """How many of ``runs`` the address lists: ``3 runs``, or with per-rank folders
+    filtered out (``ranks`` off) how many and how to bring them back."""
+    per_rank = [run for run in runs if rank_of_run(run) is not None]
+    shown = len(runs) - (0 if ranks else len(per_rank))
+    count = f"{shown} run{'s' * (shown != 1)}"
+    if per_rank and not ranks:
+        count += f"; {len(per_rank)} per-rank folders filtered out, --ranks shows them"
+    return count
+
+
+@dataclass
+class Shown:
+    """A TensorBoard serving the runs, and what to tell the user about it."""
+
+    board: Board
+    url: str  # the address to open: the first screen, per-rank runs filtered out
+    count: str  # how many runs it lists (:func:`run_count`)
+
+    def wait(self) -> Optional[int]:
+        """Wait until TensorBoard exits: its exit status when it stopped by itself, None
+        when Ctrl-C or SIGTERM stopped this process (leaving :func:`show`'s block then
+        stops TensorBoard). Installs a SIGTERM handler, so ``kill`` stops as cleanly."""
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            return self.board.process.wait()
+        except KeyboardInterrupt:
+            return None
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def show(
+    logdir: Path, runs: list[str], *, host: str = "127.0.0.1", port: int = 0, ranks: bool
+) -> Iterator[Shown]:
+    """Serve ``logdir`` (whose runs :func:`check_logdir` found) and work out the address
+    of its first screen; TensorBoard stops when the block ends."""
+    with serve(logdir, host=host, port=port) as server:
+        layout = server.layout()  # first: its wait gives TensorBoard time to read the runs
+        listed = server.runs() or runs  # the runs TensorBoard itself lists, if it answers
+        url = board_url(server.base, layout=layout, runs=listed, ranks=ranks)
+        yield Shown(server, url, run_count(runs, ranks=ranks))
+
+
+def open_in_browser(url: str) -> bool:
+    """Open ``url`` in a web browser; False when there is none here."""
+    import webbrowser  # only with --open
+
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False

@@ -22,7 +22,7 @@ from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread
 from mindwatch.common.waits import wait_seconds
 from mindwatch.events.writer import EventFileWriter
 from mindwatch.run.ranks import rank_folder
-from mindwatch.tools.logs import LogParser, Point
+from mindwatch.tools.convert.log_lines import LogParser, Point
 
 __all__ = ["ConvertSummary", "convert_logs", "find_logs", "log_destinations"]
 

@@ -1,9 +1,7 @@
-"""``mindwatch compare RUN --baseline BASE``: a regression gate for CI.
-
-Reads the two runs, runs the checks of :mod:`mindwatch.tools.compare_checks` with
-tolerances from flags and a YAML file, and reports them as a table or JSON. A change
-fails only when it exceeds both its tolerance and the noise measured in the runs.
-Exit status: 0 within tolerance, 1 regression found, 2 bad input.
+"""What ``mindwatch compare`` reads and prints around its checks (:mod:`.checks`): the
+two runs, the tolerances from flags and a YAML file, and the result as a table or JSON.
+A change fails only when it exceeds both its tolerance and the noise measured in the
+runs. Exit status: 0 within tolerance, 1 regression found, 2 bad input.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.run.record import read_run_info
-from mindwatch.tools.compare_checks import Check, CompareError, Tolerances, compare_runs
+from mindwatch.tools.compare.checks import Check, CompareError, Tolerances
 from mindwatch.tools.completeness import held_steps, steps_gap
 
 if TYPE_CHECKING:
@@ -25,15 +23,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "Check",
-    "CompareError",
-    "Tolerances",
-    "checks_table",
-    "compare_runs",
-    "load_run",
-    "load_tolerances",
-]
+__all__ = ["checks_table", "load_run", "load_tolerances", "report_json"]
 
 
 def load_run(folder: Path) -> pd.DataFrame:

@@ -22,7 +22,7 @@ from pathlib import Path
 from mindwatch.events.contents import FileContents, RunContents, run_contents
 from mindwatch.run.record import RunRecord
 from mindwatch.tools.completeness import likely_causes, steps_gap
-from mindwatch.tools.findings import Finding
+from mindwatch.tools.doctor.findings import Finding
 
 __all__ = ["SETTLE_SECS", "event_file_findings"]
 

@@ -1,5 +1,5 @@
-"""The interactive charts of the HTML report (plotly, :mod:`report_plotly`): the linked
-timeline (:mod:`report_timeline`), the gradient norm's spread, per-layer norms."""
+"""The interactive charts of the HTML report (plotly, :mod:`.plot`): the linked
+timeline (:mod:`.timeline`), the gradient norm's spread, per-layer norms."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 
 from mindwatch.common.i18n import _
 from mindwatch.metrics.smoothing import DEFAULT_WEIGHT
-from mindwatch.tools.report_plotly import SIDE_LEGEND, Plot, color, numbers, text
-from mindwatch.tools.report_timeline import timeline
-from mindwatch.tools.summary import RunSummary
+from mindwatch.tools.report.plot import SIDE_LEGEND, Plot, color, numbers, text
+from mindwatch.tools.report.summary import RunSummary
+from mindwatch.tools.report.timeline import timeline
 
 __all__ = ["interactive_plots"]
 

@@ -16,7 +16,7 @@ synced), in the user's state folder: ``$XDG_STATE_HOME/mindwatch/watch/`` (defau
 ``~/.local/state/mindwatch/watch/``), one file per watched folder named after its
 path (:func:`default_state_path`). A state file an older version left in the folder
 (``.mindwatch-watch.json``) is read once and then left alone. A damaged state is an
-error naming it (:mod:`mindwatch.tools.watch_state`).
+error naming it (:mod:`mindwatch.tools.watch.state`).
 
 A run folder that mixes runs (:mod:`mindwatch.events.mixing`: a second run written
 into it without a resume marker, by an older version or another tool) is said so once,
@@ -24,7 +24,7 @@ as a warning; its rules then follow only the newest run (the state of the rules
 restarts), so one run's values are never judged against the other's.
 
 An observer (:class:`PollObserver`; ``watch --prometheus`` passes
-:class:`~mindwatch.tools.watch_prometheus.WatchExporter`) sees every step's values as
+:class:`~mindwatch.tools.watch.prometheus.WatchExporter`) sees every step's values as
 they are read and, after each poll, the runs found and the alerts raised.
 """
 
@@ -51,7 +51,7 @@ from mindwatch.rules import RuleEngine
 from mindwatch.run.ranks import rank_of_run
 from mindwatch.run.record import read_run_info
 from mindwatch.tools.completeness import ENDED, steps_gap
-from mindwatch.tools.watch_state import VERSION, SavedRun, load_state
+from mindwatch.tools.watch.state import VERSION, SavedRun, load_state
 
 __all__ = ["STATE_FILE", "PollObserver", "Watcher", "default_state_path", "watch"]
 

@@ -4,7 +4,7 @@ Each check returns a :class:`Finding` with a verdict and, when something is wron
 fix. Verdicts: ``ok``, ``info`` (worth knowing), ``warning`` and ``problem``; the command
 exits 1 when there is a warning or a problem, as the seeds' troubleshooting tables
 would have a person do by hand. What the event files themselves hold, against what
-``run.json`` says they should, is checked in :mod:`mindwatch.tools.doctor_files`.
+``run.json`` says they should, is checked in :mod:`mindwatch.tools.doctor.event_files`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from mindwatch.run.info import process_alive
 from mindwatch.run.ranks import rank_of_run
 from mindwatch.run.record import RunFile, read_run_file, read_run_info
 from mindwatch.tools.completeness import ENDED
-from mindwatch.tools.doctor_files import event_file_findings
-from mindwatch.tools.findings import Finding, Verdict
+from mindwatch.tools.doctor.event_files import event_file_findings
+from mindwatch.tools.doctor.findings import Finding
 
-__all__ = ["Finding", "Verdict", "diagnose"]
+__all__ = ["diagnose"]
 
 STALE_SECS = 3600.0
 LOW_DISK_BYTES = 1 << 30

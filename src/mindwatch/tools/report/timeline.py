@@ -4,7 +4,8 @@ The loss (smoothed as TensorBoard smooths it, the raw values faint behind, eval 
 alerts as markers along the top whose hover is their message), learning rate, gradient
 norm, throughput with the band across ranks, step time and the eval metrics; a menu
 puts steps, samples seen, tokens seen or wall-clock time on the x axis, and buttons show
-or hide the raw values, eval points and alerts.
+or hide the raw values, eval points and alerts. The rows are stacked by
+:mod:`.subplots`.
 """
 
 from __future__ import annotations
@@ -17,77 +18,13 @@ import numpy as np
 
 from mindwatch.common.i18n import _
 from mindwatch.metrics.smoothing import ema
-from mindwatch.tools.report_menus import AXES, menus
-from mindwatch.tools.report_plotly import FONTS, SIDE_LEGEND, Plot, color, numbers, text
-from mindwatch.tools.summary import RunSummary, Series, downsample, throughput_band
+from mindwatch.tools.report.plot import Plot, color, numbers, text
+from mindwatch.tools.report.subplots import Subplots, figure, overlay_axis
+from mindwatch.tools.report.summary import RunSummary, Series, downsample, throughput_band
 
 __all__ = ["timeline"]
 
 ALERT_COLOR = "#d62728"
-ROW_HEIGHT = 230  # pixels per subplot
-
-
-class _Builder:
-    """Traces on stacked subplots sharing one x axis; each trace remembers its steps so
-    the x-axis menu can map them onto samples, tokens or time."""
-
-    def __init__(self, runs: Sequence[RunSummary]) -> None:
-        self.runs = runs
-        self.multi = len(runs) > 1
-        self.traces: list[dict[str, Any]] = []
-        self.steps: list[tuple[int, np.ndarray[Any, Any]]] = []  # (run index, steps)
-        self.rows: list[dict[str, Any]] = []  # one per subplot: title, log
-        self.raw: list[int] = []  # trace indices of the faint raw loss
-        self.marks: list[int] = []  # eval points and alerts
-        self.legend_shown: set[int] = set()
-        self.overlays: set[int] = set()  # rows with an overlay axis for alert markers
-
-    def row(self, title: str, *, log: bool = False, tag: str = "") -> int:
-        """A new subplot; ``log``: a log y axis for ``tag``'s values."""
-        wide = False
-        if log:  # a tick per decade when the values span several (no 2 and 5 labels)
-            finite = [s.finite() for r in self.runs for s in [r.get(tag)] if s is not None]
-            values = np.concatenate(finite) if finite else np.ones(1)
-            values = values[values > 0]
-            log = bool(len(values))
-            wide = log and float(values.max()) > 20 * float(values.min())
-        self.rows.append({"title": title, "log": log, "decades": wide})
-        return len(self.rows)
-
-    def add(self, run_index: int, row: int, steps: Any, trace: dict[str, Any]) -> int:
-        run = self.runs[run_index]
-        trace.setdefault("type", "scatter")
-        trace["x"] = np.asarray(steps).tolist()
-        trace["xaxis"] = "x" if row == 1 else f"x{row}"
-        trace.setdefault("yaxis", "y" if row == 1 else f"y{row}")
-        trace["legendgroup"] = f"run{run_index}"
-        if "name" not in trace:
-            trace["name"] = text(run.name) if self.multi else _("train")
-        if self.multi and trace.get("showlegend") is not False:
-            # one legend entry per run (its first shown trace): it toggles the run everywhere
-            trace["showlegend"] = run_index not in self.legend_shown
-            self.legend_shown.add(run_index)
-        elif not self.multi:
-            trace.setdefault("showlegend", False)
-        self.traces.append(trace)
-        self.steps.append((run_index, np.asarray(steps)))
-        return len(self.traces) - 1
-
-    def line(self, run_index: int, row: int, series: Series, unit: str, label: str) -> None:
-        steps, values = downsample(series.steps, series.values)
-        name = text(self.runs[run_index].name)
-        self.add(
-            run_index,
-            row,
-            steps,
-            {
-                "y": numbers(values),
-                "mode": "lines",
-                "line": {"color": color(run_index), "width": 1.6},
-                "name": name if self.multi else label,
-                "hovertemplate": f"{name}<br>{label} %{{y:.4~g}}{unit}<extra></extra>",
-            },
-        )
 
 
 def _kept(series: Series) -> np.ndarray[Any, Any]:
@@ -98,7 +35,7 @@ def _kept(series: Series) -> np.ndarray[Any, Any]:
 
 
 def _smoothed(
-    b: _Builder, i: int, row: int, series: Series, *, label: str, unit: str, weight: float
+    b: Subplots, i: int, row: int, series: Series, *, label: str, unit: str, weight: float
 ) -> np.ndarray[Any, Any]:
     """The smoothed line (hover: smoothed and raw value) and the raw one, faint behind
     it (hidden at first when several runs overlay). Returns the smoothed values."""
@@ -143,7 +80,7 @@ def _smoothed(
     return smooth
 
 
-def _loss_row(b: _Builder, weight: float) -> None:
+def _loss_row(b: Subplots, weight: float) -> None:
     row = b.row(_("loss (smoothed, EMA weight {weight})").format(weight=f"{weight:g}"))
     loss_label, eval_label = _("loss"), _("eval loss")
     for i, run in enumerate(b.runs):
@@ -172,7 +109,7 @@ def _loss_row(b: _Builder, weight: float) -> None:
         _alert_marks(b, i, row)
 
 
-def _alert_marks(b: _Builder, i: int, row: int) -> None:
+def _alert_marks(b: Subplots, i: int, row: int) -> None:
     """Run ``i``'s alerts as markers along the top of the loss chart, on an axis of
     their own (0..1, fixed): on the curve, the line's points would win the hover and
     hide the message; up there the marker wins, and zooming keeps them in view."""
@@ -203,7 +140,7 @@ def _alert_marks(b: _Builder, i: int, row: int) -> None:
             np.array([a["step"] for a in alerts], dtype=np.int64),
             {
                 "y": [0.95 - 0.06 * (i % 8)] * len(alerts),
-                "yaxis": _overlay(row),
+                "yaxis": overlay_axis(row),
                 "text": texts,
                 "mode": "markers",
                 "marker": {
@@ -220,13 +157,8 @@ def _alert_marks(b: _Builder, i: int, row: int) -> None:
     )
 
 
-def _overlay(row: int) -> str:
-    """The id of row ``row``'s overlay y axis (alert markers): past any row's own."""
-    return f"y{100 + row}"
-
-
 def _series_row(
-    b: _Builder,
+    b: Subplots,
     tag: str,
     title: str,
     unit: str = "",
@@ -251,7 +183,7 @@ def _series_row(
             _smoothed(b, i, row, series, label=label, unit=unit, weight=weight)
 
 
-def _throughput_row(b: _Builder, tag: str, weight: float) -> None:
+def _throughput_row(b: Subplots, tag: str, weight: float) -> None:
     name = tag[len("perf/") :]
     unit = " " + (_("samples/s") if name == "samples_per_s" else _("tokens/s"))
     row = b.row(_("throughput ({unit}), smoothed").format(unit=unit.strip()))
@@ -292,7 +224,7 @@ def _throughput_row(b: _Builder, tag: str, weight: float) -> None:
 
 
 def timeline(runs: Sequence[RunSummary], weight: float) -> Optional[Plot]:
-    b = _Builder(runs)
+    b = Subplots(runs)
 
     def has(tag: str) -> bool:
         return any(r.get(tag) is not None for r in runs)
@@ -330,10 +262,10 @@ def timeline(runs: Sequence[RunSummary], weight: float) -> Optional[Plot]:
         _series_row(b, tag, tag)
     if not b.traces:
         return None
-    return Plot("timeline", _caption(b, weight), _layout(b))
+    return Plot("timeline", _caption(b, weight), figure(b))
 
 
-def _caption(b: _Builder, weight: float) -> str:
+def _caption(b: Subplots, weight: float) -> str:
     parts = [
         _(
             "Loss, gradient norm, throughput and step time smoothed as TensorBoard does "
@@ -353,64 +285,3 @@ def _caption(b: _Builder, weight: float) -> str:
         )
     )
     return " ".join(parts)
-
-
-def _layout(b: _Builder) -> dict[str, Any]:
-    n = len(b.rows)
-    gap = 0.28 / n if n > 1 else 0.0
-    height = (1.0 - gap * (n - 1)) / n
-    layout: dict[str, Any] = {
-        "height": ROW_HEIGHT * n + 140,
-        "margin": {"l": 70, "r": 20, "t": 90, "b": 60},
-        "hovermode": "closest",
-        "plot_bgcolor": "#ffffff",
-        "font": {"family": FONTS, "size": 12},
-        # outside the plots, on the right beside the loss: never covers a curve
-        "legend": SIDE_LEGEND,
-        "showlegend": True,
-        "annotations": [],
-    }
-    for r, row in enumerate(b.rows, start=1):
-        top = 1.0 - (r - 1) * (height + gap)
-        suffix = "" if r == 1 else str(r)
-        layout[f"yaxis{suffix}"] = {
-            "domain": [max(top - height, 0.0), top],
-            "anchor": f"x{suffix}",
-            "type": "log" if row["log"] else "linear",
-            "gridcolor": "#e6e9ed",
-            "zeroline": False,
-            "exponentformat": "SI" if not row["log"] else "power",
-            **({"dtick": 1} if row["decades"] else {}),
-        }
-        layout[f"xaxis{suffix}"] = {
-            "anchor": f"y{suffix}",
-            "gridcolor": "#e6e9ed",
-            "showticklabels": True,
-            **({} if r == 1 else {"matches": "x"}),
-        }
-        layout["annotations"].append(
-            {
-                "text": f"<b>{text(row['title'])}</b>",
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0,
-                "y": top,
-                "yanchor": "bottom",
-                "xanchor": "left",
-                "showarrow": False,
-                "font": {"size": 13},
-            }
-        )
-    for r in b.overlays:
-        layout[f"yaxis{_overlay(r)[1:]}"] = {
-            "overlaying": "y" if r == 1 else f"y{r}",
-            "range": [0, 1],
-            "fixedrange": True,
-            "visible": False,
-        }
-    bottom = "" if n == 1 else str(n)
-    layout[f"xaxis{bottom}"]["title"] = {"text": _(AXES["step"][1])}
-    layout["updatemenus"] = menus(
-        b.runs, b.steps, raw=b.raw, marks=b.marks, multi=b.multi, bottom=bottom
-    )
-    return {"data": b.traces, "layout": layout}

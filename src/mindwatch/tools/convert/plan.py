@@ -1,8 +1,8 @@
 """``mindwatch convert SOURCES DST``: what the sources are, and converting them.
 
-MindSpore summary files (``*_MS``) go to :mod:`.convert_summary` (one run per summary
+MindSpore summary files (``*_MS``) go to :mod:`.summaries` (one run per summary
 folder); training logs (MFLossMonitor, LossMonitor, TimeMonitor lines) go to
-:mod:`.convert_logs` (one run per worker, plus one reduced across them). A destination
+:mod:`.logs` (one run per worker, plus one reduced across them). A destination
 that already holds an earlier conversion is refused unless ``overwrite``: converting
 again would add a second copy of every point. A conversion that finds nothing leaves no
 empty runs behind.
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from mindwatch.events.reader import event_files
-from mindwatch.tools.convert_logs import convert_logs, find_logs, log_destinations
-from mindwatch.tools.convert_summary import (
+from mindwatch.tools.convert.logs import convert_logs, find_logs, log_destinations
+from mindwatch.tools.convert.summaries import (
     convert_summaries,
     find_summary_folders,
     summary_destinations,

@@ -127,7 +127,7 @@ def test_html_is_self_contained_and_escapes_names(report: Path) -> None:
 
 
 def test_a_spike_survives_downsampling() -> None:
-    from mindwatch.tools.summary import downsample
+    from mindwatch.tools.report.summary import downsample
 
     steps = np.arange(1_000_000)
     values = np.ones(1_000_000)
@@ -262,7 +262,7 @@ def test_dollar_signs_in_names_do_not_break_the_pdf(tmp_path: Path) -> None:
 
 
 def test_tokens_count_the_steps_between_logged_points(tmp_path: Path) -> None:
-    from mindwatch.tools.summary import summarize
+    from mindwatch.tools.report import summarize
 
     with mindwatch.Monitor(tmp_path / "r", {"print_every": 0}) as mon:
         for step in range(10, 1001, 10):  # every 10th step logged (sink mode)

@@ -20,10 +20,10 @@ from mindwatch.cli import main
 from mindwatch.events.writer import EventFileWriter
 from mindwatch.metrics.smoothing import ema
 from mindwatch.run.record import RunRecord
-from mindwatch.tools.report_format import duration, metric_value, milliseconds, number, value
-from mindwatch.tools.report_tables import comparison_table, spread_rows
-from mindwatch.tools.summary import RunSummary, summarize
-from mindwatch.tools.warmup import warmup_points
+from mindwatch.tools.report.formatting import duration, metric_value, milliseconds, number, value
+from mindwatch.tools.report.summary import RunSummary, summarize
+from mindwatch.tools.report.tables import comparison_table, spread_rows
+from mindwatch.tools.report.warmup import warmup_points
 
 
 def write_run(
@@ -166,7 +166,7 @@ def test_duration_comes_from_the_runs_own_wall_times(tmp_path: Path) -> None:
 def test_the_time_axis_is_the_wall_clock_with_its_pauses(tmp_path: Path) -> None:
     """The interactive report's "x: time" is seconds since the run started, from the
     points' wall times: an evaluation or checkpoint pause shows, the compile step counts."""
-    from mindwatch.tools.report_html import interactive_plots
+    from mindwatch.tools.report.interactive import interactive_plots
 
     writer = EventFileWriter(tmp_path / "r")
     for step in range(1, 201):
@@ -267,10 +267,10 @@ def test_no_raw_float_reaches_any_format(tmp_path: Path) -> None:
         main, ["report", str(tmp_path), "--out", str(out), "--format", "md"]
     )
     assert result.exit_code == 0, result.output
-    from mindwatch.tools.report import _throughput_rows, summary_rows
+    from mindwatch.tools.report.rows import summary_rows, throughput_rows
 
     shown = [v for _, v in summary_rows(run)]
-    shown += [v for _, stats in _throughput_rows(run) for v in stats.values()]
+    shown += [v for _, stats in throughput_rows(run) for v in stats.values()]
     shown.append((out / "report.md").read_text())
     for static in ([], ["--static"]):  # the HTML's text, not its charts' data
         args = ["report", str(tmp_path), "--out", str(out), "--format", "html", *static]
@@ -350,7 +350,7 @@ def test_a_step_logged_again_keeps_its_last_value_in_step_order() -> None:
     run writes steps again from an earlier one), tags in the order they first appear."""
     import pandas as pd
 
-    from mindwatch.tools.summary import _tag_series
+    from mindwatch.tools.report.summary import _tag_series
 
     rows = [("b", 1, 1.0), ("a", 1, 10.0), ("b", 2, 2.0), ("b", 3, 3.0), ("b", 2, 20.0)]
     rows += [("a", 2, 11.0), ("b", 3, 30.0), ("b", 4, 40.0)]
@@ -369,7 +369,7 @@ def test_a_step_logged_again_keeps_its_last_value_in_step_order() -> None:
 def test_values_printed_alike_are_marked_alike() -> None:
     """1.96 s and 2.01 s both print "2.0 s": marking one of them would mark a difference
     the reader cannot see."""
-    from mindwatch.tools.report_tables import Table
+    from mindwatch.tools.report.tables import Table
 
     table = Table(["run", "duration"], [["a", "2.0 s"], ["b", "2.0 s"], ["c", "3.1 s"]])
     table.best = {1: 0}
@@ -380,7 +380,7 @@ def test_the_band_across_ranks_is_on_the_jobs_scale() -> None:
     """The job's samples/s is the sum over ranks; the band is its slowest and fastest
     rank times the ranks, so the job's line lies in it (the ranks' own values, half of
     it with 2 ranks, drew the band far below the line)."""
-    from mindwatch.tools.summary import Series, throughput_band
+    from mindwatch.tools.report.summary import Series, throughput_band
 
     steps = np.arange(1, 4)
     run = RunSummary(

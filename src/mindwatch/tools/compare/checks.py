@@ -3,7 +3,7 @@
 A change counts as a regression only when it is larger than both an explicit tolerance
 (the floor, ``*_rtol`` / ``loss_atol``) and ``loss_sigmas`` / ``perf_sigmas`` times the
 noise of the difference between two runs, measured in them with robust statistics
-(:mod:`mindwatch.tools.noise`). Two seeds of one job, or one job on a busy machine,
+(:mod:`mindwatch.tools.compare.noise`). Two seeds of one job, or one job on a busy machine,
 differ by about that noise; a regression differs by much more. Checks:
 
 * **final loss** - the median of the last ``final_fraction`` of ``train/loss`` (at least
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindwatch.tools.noise import difference_noise, level_noise, step_noise
+from mindwatch.tools.compare.noise import difference_noise, level_noise, step_noise
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from mindwatch.events.writer import EventFileWriter
-from mindwatch.tools.watch_prometheus import parse_address, series_name
+from mindwatch.tools.watch.prometheus import parse_address, series_name
 from tests.deploy import test_grafana_dashboard as dashboard
 from tests.prometheus_server import PrometheusServer, free_port, http_get
 from tests.tbread import scalars
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 
 
 def test_addresses() -> None:
@@ -230,8 +230,7 @@ def test_a_taken_port_is_exit_2_naming_the_option_and_ctrl_c_stops_serving(
 
 
 def test_a_nan_in_a_run_is_counted_and_served_as_nan(tmp_path: Path) -> None:
-    from mindwatch.tools.watch import Watcher
-    from mindwatch.tools.watch_prometheus import WatchExporter
+    from mindwatch.tools.watch import Watcher, WatchExporter
 
     root = tmp_path / "runs"
     folder = root / "exp"
@@ -266,8 +265,7 @@ def test_a_restarted_watch_serves_a_resumed_runs_last_step_not_its_largest(
 ) -> None:
     """Session 1 reached step 100; the resumed session 2 wrote steps 50-60. A restarted
     watch serves step 60 with session 2's loss, as the live read did."""
-    from mindwatch.tools.watch import Watcher
-    from mindwatch.tools.watch_prometheus import WatchExporter
+    from mindwatch.tools.watch import Watcher, WatchExporter
 
     root = tmp_path / "runs"
     folder = root / "exp"

@@ -8,7 +8,7 @@ the numbers describe the run rather than one moment of it:
   (:mod:`mindwatch.metrics.smoothing`, weight ``loss.smoothing``): the raw minimum of a
   noisy loss is one lucky batch. The raw values stay as ``final_raw`` / ``best_raw``;
 * step-time and throughput statistics leave out the compile and warm-up steps at the
-  start (:mod:`mindwatch.tools.warmup`); ``throughput.excluded_steps`` says how many
+  start (:mod:`mindwatch.tools.report.warmup`); ``throughput.excluded_steps`` says how many
   and ``throughput.excluded_reason`` why.
 """
 
@@ -30,8 +30,8 @@ from mindwatch.run.layout import ALERTS_FILE
 from mindwatch.run.ranks import rank_of_run
 from mindwatch.run.record import RunRecord, read_run_info
 from mindwatch.tools.completeness import held_steps, steps_gap
-from mindwatch.tools.report_format import milliseconds
-from mindwatch.tools.warmup import FACTOR, warmup_points
+from mindwatch.tools.report.formatting import milliseconds
+from mindwatch.tools.report.warmup import FACTOR, warmup_points
 
 if TYPE_CHECKING:
     import pandas as pd

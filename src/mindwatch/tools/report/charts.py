@@ -25,7 +25,7 @@ import numpy as np
 
 from mindwatch.common.i18n import N_, _
 from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
-from mindwatch.tools.summary import RunSummary, downsample, throughput_band
+from mindwatch.tools.report.summary import RunSummary, downsample, throughput_band
 
 __all__ = [
     "RATES",

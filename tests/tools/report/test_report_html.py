@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from mindwatch.cli import main
 from tests.chromedriver import Browser, browser
-from tests.tools.test_report import EVIL, make_runs
+from tests.tools.report.test_report import EVIL, make_runs
 
 
 @pytest.fixture(scope="module")

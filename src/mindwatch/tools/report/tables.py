@@ -2,7 +2,7 @@
 the spread across ranks.
 
 A row per run; per column the best value is marked (lowest loss and duration, highest
-throughput). Cells are text, already formatted (:mod:`mindwatch.tools.report_format`);
+throughput). Cells are text, already formatted (:mod:`mindwatch.tools.report.formatting`);
 the marks are indices; ``notes`` say how the numbers were made.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from mindwatch.common.i18n import _
-from mindwatch.tools import report_format as fmt
-from mindwatch.tools.summary import RunSummary
+from mindwatch.tools.report import formatting as fmt
+from mindwatch.tools.report.summary import RunSummary
 
 __all__ = ["Table", "comparison_table", "shared_hparams", "spread_rows"]
 

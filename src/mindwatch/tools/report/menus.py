@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from mindwatch.common.i18n import N_, _
-from mindwatch.tools.summary import RunSummary, before_first_stamp
+from mindwatch.tools.report.summary import RunSummary, before_first_stamp
 
 __all__ = ["AXES", "menus"]
 

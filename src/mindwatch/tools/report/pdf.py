@@ -5,7 +5,7 @@ in bold) and each run's summary, set as tables. Then the charts, three to a page
 vector graphics. Every page has a footer: the run (or folder) name, the date and
 "page i of n".
 
-The charts are :mod:`mindwatch.tools.report_charts`' (the script-free HTML shows the
+The charts are :mod:`mindwatch.tools.report.charts`' (the script-free HTML shows the
 same). Text is in the current language (:mod:`mindwatch.common.i18n`). Chinese needs a
 CJK font: the WenQuanYi Micro Hei that the ``paperang-p2-fonts-cjk`` dependency ships
 (or a Noto Sans CJK / Source Han Sans the system has) is the fallback after DejaVu Sans,
@@ -21,18 +21,18 @@ import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language
-from mindwatch.tools import report_format
-from mindwatch.tools.report_charts import RATES, STATS, charts, legend, number, style
-from mindwatch.tools.report_tables import comparison_table, shared_hparams
-from mindwatch.tools.summary import RunSummary
+from mindwatch.tools.report import formatting
+from mindwatch.tools.report.charts import RATES, STATS, charts, legend, number, style
+from mindwatch.tools.report.rows import summary_rows
+from mindwatch.tools.report.summary import RunSummary
+from mindwatch.tools.report.tables import comparison_table, shared_hparams
 
 __all__ = ["A4_INCHES", "write_pdf"]
 
-_Rows = Callable[[RunSummary], "list[tuple[str, str]]"]
 A4_INCHES = (8.27, 11.69)  # 595 x 842 pt
 CHARTS_PER_PAGE = 3
 
@@ -110,9 +110,7 @@ class _Page:
         self.y -= height + 0.025
 
 
-def _cover(
-    runs: Sequence[RunSummary], logdir: Path, created: datetime, summary_rows: _Rows
-) -> list[_Page]:
+def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[_Page]:
     pages = [_Page()]
     page = pages[0]
     page.heading(_("Training report"), 18)
@@ -141,7 +139,7 @@ def _cover(
         for name, stats in speed.items():
             if isinstance(stats, dict) and stats:  # the others say what was left out
                 shown = ", ".join(
-                    f"{_(STATS.get(str(k), str(k)))} {report_format.metric_value(name, v)}"
+                    f"{_(STATS.get(str(k), str(k)))} {formatting.metric_value(name, v)}"
                     for k, v in stats.items()
                 )
                 rows.append([_(RATES.get(name, name)), shown])
@@ -197,17 +195,14 @@ def _footer(page: _Page, left: str, number: int, total: int) -> None:
     )
 
 
-def write_pdf(runs: Sequence[RunSummary], logdir: Path, path: Path, summary_rows: _Rows) -> None:
-    """The report of ``runs`` as an A4 PDF at ``path``, in the current language.
-
-    ``summary_rows``: a run's summary as (label, value) rows, the same as the other
-    formats show (:func:`mindwatch.tools.report.summary_rows`, passed in: report imports
-    this module)."""
+def write_pdf(runs: Sequence[RunSummary], logdir: Path, path: Path) -> None:
+    """The report of ``runs`` as an A4 PDF at ``path``, in the current language; each
+    run's summary has the rows the other formats show (:func:`.rows.summary_rows`)."""
     created = datetime.now(timezone.utc)
     name = runs[0].name if len(runs) == 1 else (logdir.resolve().name or str(logdir))
     footer = _("mindwatch report · {name} · {date}").format(name=name, date=_date(runs, created))
     with style(truetype=_has_cjk(runs, logdir)):
-        _render(runs, logdir, path, summary_rows, created=created, name=name, footer=footer)
+        _render(runs, logdir, path, created=created, name=name, footer=footer)
 
 
 def _has_cjk(runs: Sequence[RunSummary], logdir: Path) -> bool:
@@ -226,7 +221,6 @@ def _render(
     runs: Sequence[RunSummary],
     logdir: Path,
     path: Path,
-    summary_rows: _Rows,
     *,
     created: datetime,
     name: str,
@@ -234,7 +228,7 @@ def _render(
 ) -> None:
     from matplotlib.backends.backend_pdf import PdfPages
 
-    pages = _cover(runs, logdir, created, summary_rows) + _chart_pages(runs)
+    pages = _cover(runs, logdir, created) + _chart_pages(runs)
     metadata = {"Title": _("Training report") + f": {name}", "Creator": "mindwatch"}
     with PdfPages(path, metadata=metadata) as pdf:
         for number, page in enumerate(pages, 1):

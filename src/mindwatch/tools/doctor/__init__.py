@@ -1,0 +1,12 @@
+"""``mindwatch doctor``: why TensorBoard shows nothing (or too little), checked.
+
+The flow: :func:`diagnose` runs the checks of the folder, its runs and a config file
+(:mod:`.checks`), and of what the event files hold against what ``run.json`` says they
+should (:mod:`.event_files`); each returns :class:`Finding` values (:mod:`.findings`): a
+verdict, what was found, and the fix.
+"""
+
+from mindwatch.tools.doctor.checks import diagnose
+from mindwatch.tools.doctor.findings import Finding, Verdict
+
+__all__ = ["Finding", "Verdict", "diagnose"]

@@ -1,0 +1,85 @@
+"""The report as one HTML file that fetches nothing: the Jinja2 page
+(``templates/report.html.j2``, autoescaped, its text from the same catalogues as the
+rest) with interactive charts (plotly.js inlined, :mod:`.interactive`) or, ``static``,
+the print charts as inline SVG and no script (:mod:`.charts`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mindwatch._version import __version__
+from mindwatch.common.i18n import _, get_language, ngettext
+from mindwatch.tools.report.rows import alert_row, summary_rows, throughput_rows
+from mindwatch.tools.report.summary import RunSummary
+from mindwatch.tools.report.tables import comparison_table, shared_hparams, spread_rows
+
+__all__ = ["html_page"]
+
+
+def html_page(
+    runs: Sequence[RunSummary],
+    logdir: Path,
+    document: dict[str, Any],
+    *,
+    static: bool = False,
+) -> str:
+    """The HTML report: interactive (plotly.js inlined), or with ``static`` script-free
+    (the matplotlib charts as inline SVG) for viewers that block scripts."""
+    import jinja2
+    from markupsafe import Markup
+
+    from mindwatch.tools.report.interactive import interactive_plots
+    from mindwatch.tools.report.plot import FONTS, PALETTE, plotly_js
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("mindwatch.tools.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        extensions=["jinja2.ext.i18n"],
+    )
+    # the template's text comes from the same catalogues as the rest (babel.cfg)
+    env.install_gettext_callables(gettext=_, ngettext=ngettext, newstyle=False)  # type: ignore[attr-defined]
+    if static:
+        from mindwatch.tools.report.charts import svg_charts
+
+        rendered = [{"title": title, "svg": Markup(svg)} for title, svg in svg_charts(runs)]
+        plots: list[dict[str, Any]] = []
+        script = Markup("")
+    else:
+        rendered = []
+        plots = [
+            {"key": p.key, "caption": p.caption, "json": Markup(p.json())}
+            for p in interactive_plots(runs)
+        ]
+        script = Markup(plotly_js())
+    shared = shared_hparams(runs)
+    template = env.get_template("report.html.j2")
+    return template.render(
+        shared_hparams=sorted(shared.items()),
+        logdir=str(logdir),
+        created=document["created"],
+        version=__version__,
+        runs=[
+            {
+                "name": run.name,
+                "rows": summary_rows(run),
+                "hparams": sorted(
+                    (k, v) for k, v in (run.facts.get("hparams") or {}).items() if k not in shared
+                ),
+                "throughput": throughput_rows(run),
+                "spread": spread_rows(run),
+                "alerts": [alert_row(a) for a in run.alerts],
+            }
+            for run in runs
+        ],
+        comparison=comparison_table(runs) if len(runs) > 1 else None,
+        charts=rendered,
+        plots=plots,
+        plotly=script,
+        palette=PALETTE,
+        fonts=Markup(FONTS),
+        static=static,
+        lang=get_language(),
+    )
