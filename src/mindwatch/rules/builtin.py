@@ -15,6 +15,7 @@ from mindwatch.rules.base import Rule, RuleSettings
 from mindwatch.rules.divergence import DivergenceRule
 from mindwatch.rules.eval_rebound import EvalReboundRule
 from mindwatch.rules.gradients import GradExplosionRule, GradVanishingRule
+from mindwatch.rules.loss_scale import LossScaleCollapseRule
 from mindwatch.rules.nonfinite import NonFiniteRule
 from mindwatch.rules.plateau import PlateauRule
 from mindwatch.rules.spike import SpikeRule
@@ -28,6 +29,7 @@ __all__ = [
     "EvalReboundRule",
     "GradExplosionRule",
     "GradVanishingRule",
+    "LossScaleCollapseRule",
     "NonFiniteRule",
     "PlateauRule",
     "SpikeRule",
@@ -45,6 +47,7 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     ThroughputDropRule,
     StallRule,
     EvalReboundRule,
+    LossScaleCollapseRule,
 )
 
 
