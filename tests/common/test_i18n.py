@@ -18,10 +18,10 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.pofile import read_po
 
 import mindwatch
+from mindwatch.alerts.engine import RuleEngine
 from mindwatch.common import i18n
 from mindwatch.common.i18n import _, get_language, set_language
 from mindwatch.config import AlertSettings, ConfigError, MonitorConfig
-from mindwatch.rules import RuleEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "mindwatch"

@@ -13,8 +13,8 @@ import pytest
 
 import mindwatch
 from mindwatch.alerts import Alert
+from mindwatch.alerts.engine import RuleEngine
 from mindwatch.config import AlertSettings
-from mindwatch.rules import RuleEngine
 
 
 def run(series: Iterable[tuple[int, dict[str, float]]], settings: Any = None) -> list[Alert]:

@@ -1,7 +1,8 @@
-"""Alerts: the model, where they go (``alerts.jsonl``, the log), and the controls they
-ask of the training loop."""
+"""Alerts: the engine that makes them from the rules' findings, the model, where they go
+(``alerts.jsonl``, the log), and the controls they ask of the training loop."""
 
 from mindwatch.alerts.control import NOTHING_DUE, Control, ControlKind, StepControls
+from mindwatch.alerts.engine import RuleEngine
 from mindwatch.alerts.model import CAUSES, Alert, Severity, severity_rank
 from mindwatch.alerts.reading import read_alerts
 from mindwatch.alerts.sinks import AlertLog
@@ -13,6 +14,7 @@ __all__ = [
     "AlertLog",
     "Control",
     "ControlKind",
+    "RuleEngine",
     "Severity",
     "StepControls",
     "read_alerts",

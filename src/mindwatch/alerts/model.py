@@ -9,6 +9,7 @@ from typing import Any, Literal, Optional
 
 from mindwatch.common.i18n import N_, _
 from mindwatch.common.json_values import json_float
+from mindwatch.rules import BUILTIN_RULES
 
 __all__ = ["CAUSES", "Alert", "Severity", "likely_causes", "severity_label", "severity_rank"]
 
@@ -31,54 +32,9 @@ def severity_label(severity: str) -> str:
     return _(label) if label is not None else severity
 
 
-# Likely causes per rule, from the seeds' troubleshooting and common practice; the first
-# entries are what to check first.
-CAUSES: dict[str, tuple[str, ...]] = {
-    "nonfinite": (
-        N_("a NaN or Inf in the input batch (check the data at this step)"),
-        N_("learning rate too high for this step (check train/lr)"),
-        N_("log/sqrt/division of zero or a negative number in the loss"),
-        N_("float16 overflow: use a loss scale or bfloat16"),
-    ),
-    "spike": (
-        N_("a bad batch: corrupted labels or outliers (check the batch at this step and rank)"),
-        N_("learning rate too high after warmup (check train/lr)"),
-        N_("gradient clipping off or too loose (check train/grad_norm)"),
-    ),
-    "grad_explosion": (
-        N_("learning rate too high or warmup too short"),
-        N_("no gradient clipping: set clip_grad_norm"),
-        N_("a bad batch at this step"),
-    ),
-    "grad_vanishing": (
-        N_("an attention mask or input that is all zeros (check the batch)"),
-        N_("dropout or a frozen layer stopping the gradient"),
-        N_("learning rate schedule decayed to ~0, or the loss saturated"),
-    ),
-    "plateau": (
-        N_("learning rate too low, or the schedule is not applied (is train/lr flat?)"),
-        N_("the model has converged: consider stopping or lowering the lr"),
-        N_("data repeating or labels not matching the inputs"),
-    ),
-    "divergence": (
-        N_("learning rate too high: lower it or lengthen warmup"),
-        N_("optimizer state corrupted after a resume (check the checkpoint)"),
-        N_("a data distribution shift (check recent batches)"),
-    ),
-    "throughput_drop": (
-        N_("the input pipeline is slower (disk, decoding, num_parallel_workers)"),
-        N_("another job on the same machine or card"),
-        N_("checkpointing or evaluation running more often"),
-    ),
-    "stall": (
-        N_("the job hangs: a collective waiting for a dead rank, or a deadlock in the data loader"),
-        N_("the job died without closing its files (check its log and exit status)"),
-    ),
-    "eval_rebound": (
-        N_("overfitting: stop early, add regularisation or data"),
-        N_("the learning rate schedule restarted or rose"),
-    ),
-}
+# Likely causes per rule, declared by each rule (``Rule.causes``, from the seeds'
+# troubleshooting and common practice); the first entries are what to check first.
+CAUSES: dict[str, tuple[str, ...]] = {rule.name: rule.causes for rule in BUILTIN_RULES}
 
 
 def likely_causes(rule: str) -> list[str]:

@@ -1,15 +1,29 @@
 """The ``alerts`` section: each anomaly rule's thresholds, notifiers, delivery, and the
-actions alerts may take (stop, keep the last stable checkpoint, dynamic learning rate)."""
+actions alerts may take (stop, keep the last stable checkpoint, dynamic learning rate).
+
+The rules' sections come from the rules themselves: each declares its name and settings
+model (:mod:`mindwatch.rules.builtin` lists them), and :class:`AlertSettings` has one
+``alerts.<name>`` field per rule. The rules' settings models are re-exported here under
+the names the config has always exported."""
 
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, cast
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, create_model, field_validator, model_validator
 
-from mindwatch.config.settings import DAY, Settings
+from mindwatch.config.settings import Settings
 from mindwatch.config.urls import webhook_url_problem
+from mindwatch.rules import BUILTIN_RULES, RULE_NAMES, Rule, RuleSettings
+from mindwatch.rules.divergence import DivergenceSettings
+from mindwatch.rules.eval_rebound import EvalReboundSettings
+from mindwatch.rules.gradients import GradExplosionSettings, GradVanishingSettings
+from mindwatch.rules.nonfinite import NonFiniteSettings
+from mindwatch.rules.plateau import PlateauSettings
+from mindwatch.rules.spike import SpikeSettings
+from mindwatch.rules.stall import StallSettings
+from mindwatch.rules.throughput import ThroughputDropSettings
 
 __all__ = [
     "RULE_NAMES",
@@ -28,205 +42,7 @@ __all__ = [
     "ThroughputDropSettings",
 ]
 
-
-# Points a rule keeps and sorts on the pipeline's thread: far above any useful window, far
-# below what would slow the pipeline or fill memory.
-MAX_WINDOW = 10_000
-
-
-class _RuleSettings(Settings):
-    enabled: bool = Field(default=True, description="Run this rule.")
-
-
-class NonFiniteSettings(_RuleSettings):
-    """``nonfinite``: NaN or Inf in a watched metric (critical)."""
-
-    metrics: list[str] = Field(
-        default_factory=list,
-        description="Tags to watch (empty: every train/ and eval/ tag).",
-    )
-
-
-class SpikeSettings(_RuleSettings):
-    """``spike``: a value far above its recent level (median/MAD z-score and a ratio)."""
-
-    metrics: list[str] = Field(default_factory=lambda: ["train/loss"], description="Tags.")
-    window: int = Field(
-        default=100,
-        ge=5,
-        le=MAX_WINDOW,
-        description="Recent points the level is taken from (at most 10000: they are kept "
-        "and sorted on the pipeline's thread).",
-    )
-    warmup: int = Field(default=30, ge=1, description="Points seen before the rule may fire.")
-    ratio: float = Field(default=3.0, gt=1, description="Value / recent mean must exceed this.")
-    zscore: float = Field(
-        default=6.0,
-        gt=0,
-        description="Robust z-score that must be exceeded: (x - median) / (1.4826 MAD) of "
-        "the window, with x = log(value) for positive values.",
-    )
-
-
-class GradExplosionSettings(_RuleSettings):
-    """``grad_explosion``: the global gradient norm many times its running median (scale
-    free: what is "large" depends on the model and the loss scale), or above absolute
-    thresholds when ``warning`` / ``critical`` are set (the seeds' 10 and 20)."""
-
-    metric: str = Field(default="train/grad_norm", description="Tag.")
-    factor: float = Field(
-        default=10.0, gt=1, description="Warning above this many times the running median."
-    )
-    critical_factor: float = Field(
-        default=100.0, gt=1, description="Critical above this many times the running median."
-    )
-    window: int = Field(
-        default=100,
-        ge=3,
-        le=MAX_WINDOW,
-        description="Points the running median is taken from (at most 10000: they are "
-        "sorted at every step).",
-    )
-    warmup: int = Field(
-        default=10, ge=1, description="Points seen before the relative test may fire."
-    )
-    warning: Optional[float] = Field(
-        default=None,
-        gt=0,
-        validation_alias=AliasChoices("warning", "threshold"),
-        description="Absolute warning threshold (alias: threshold; None: relative). "
-        "Setting it (or critical) replaces the relative test.",
-    )
-    critical: Optional[float] = Field(
-        default=None,
-        gt=0,
-        description="Absolute critical threshold (None: twice warning, or relative).",
-    )
-
-
-class GradVanishingSettings(_RuleSettings):
-    """``grad_vanishing``: the global gradient norm below a threshold for several steps."""
-
-    metric: str = Field(default="train/grad_norm", description="Tag.")
-    below: float = Field(default=1e-3, gt=0, description="Norm threshold.")
-    steps: int = Field(default=5, ge=1, description="Consecutive steps below it.")
-
-
-class PlateauSettings(_RuleSettings):
-    """``plateau``: the smoothed loss has not improved by ``min_delta`` in ``steps`` steps."""
-
-    metric: str = Field(default="train/loss", description="Tag.")
-    steps: Optional[int] = Field(
-        default=None,
-        ge=1,
-        description="Steps without improvement (None: adapts to the run: ``patience`` x "
-        "the steps the run took to reach its best, at least ``min_steps``).",
-    )
-    patience: float = Field(
-        default=0.5, gt=0, description="With steps None: the flat part / the improving part."
-    )
-    min_steps: int = Field(default=100, ge=1, description="With steps None: at least this.")
-    min_delta: float = Field(default=0.05, ge=0, description="Relative improvement required.")
-    smoothing: int = Field(default=50, ge=1, description="EMA span of the loss, in points.")
-    severity: Literal["info", "warning"] = Field(default="info", description="Alert severity.")
-
-
-class DivergenceSettings(_RuleSettings):
-    """``divergence``: the smoothed loss has risen well above its minimum and stays there."""
-
-    metric: str = Field(default="train/loss", description="Tag.")
-    window: Optional[int] = Field(
-        default=None,
-        ge=2,
-        le=MAX_WINDOW,
-        description="Smoothing (EMA span, in points); not set: a third of the points seen "
-        "so far, between 10 and 100, so a short run is judged on a short span. At most "
-        "10000.",
-    )
-    rise: float = Field(default=1.0, gt=0, description="Relative rise above the minimum.")
-    zscore: float = Field(
-        default=6.0,
-        ge=0,
-        description="The rise must also exceed this many standard deviations of the "
-        "smoothed value's own noise (measured from point to point): a noisy loss needs a "
-        "larger rise.",
-    )
-    steps: Optional[int] = Field(
-        default=None,
-        ge=1,
-        description="Consecutive points above it; not set: a tenth of the points seen, "
-        "between 10 and 50.",
-    )
-    warmup: int = Field(
-        default=100,
-        ge=0,
-        description="Points seen before the rule may fire (the minimum is taken from then "
-        "on: a noisy loss dips low in its first, fast-falling steps).",
-    )
-
-
-class ThroughputDropSettings(_RuleSettings):
-    """``throughput_drop``: the median of the last ``recent`` points well below the
-    run's baseline, by more than ``drop`` and by more than ``zscore`` times the run's
-    own point-to-point noise; names the part of the step that grew (input pipeline:
-    ``perf/data_wait_ms``, or compute: ``perf/compute_ms``) and, under data
-    parallelism, the rank."""
-
-    metric: str = Field(default="perf/samples_per_s", description="Tag.")
-    drop: float = Field(default=0.4, gt=0, lt=1, description="Smallest relative drop that alerts.")
-    window: int = Field(
-        default=200,
-        ge=10,
-        le=MAX_WINDOW,
-        description="Baseline: median of this many points (at most 10000: they are kept "
-        "and sorted on the pipeline's thread).",
-    )
-    recent: int = Field(
-        default=12,
-        ge=1,
-        le=MAX_WINDOW,
-        description="Compared: median of the last points (at most 10000).",
-    )
-    skip: int = Field(
-        default=100,
-        ge=0,
-        description="First points ignored: compile time, and the input pipeline's "
-        "prefetch buffer filled meanwhile, make the first steps faster or slower than the "
-        "run's own pace.",
-    )
-    warmup: int = Field(default=20, ge=5, description="Baseline points needed after those.")
-    zscore: float = Field(
-        default=6.0,
-        ge=0,
-        description="The drop (in log) must also exceed this many robust standard "
-        "deviations of the baseline's points: a jittery machine needs a larger drop.",
-    )
-
-
-class StallSettings(_RuleSettings):
-    """``stall``: no new step for ``seconds`` (checked by ``mindwatch watch``)."""
-
-    seconds: float = Field(
-        default=600.0,
-        gt=0,
-        le=7 * DAY,
-        description="Seconds without a new step (at most 604800, a week: a run silent for "
-        "longer has stopped, and mindwatch watch says so sooner with a smaller value).",
-    )
-
-
-class EvalReboundSettings(_RuleSettings):
-    """``eval_rebound``: validation loss rising for K evaluations while the train loss falls."""
-
-    metric: str = Field(default="eval/loss", description="Validation tag.")
-    train_metric: str = Field(default="train/loss", description="Training tag.")
-    evaluations: int = Field(default=3, ge=1, description="Consecutive rising evaluations.")
-    train_tolerance: float = Field(
-        default=0.1,
-        ge=0,
-        description="The train loss (mean between evaluations) counts as not rising "
-        "unless it rose by more than this (noise near convergence).",
-    )
+S = TypeVar("S", bound=RuleSettings)
 
 
 NotifierKind = Literal["webhook", "dingtalk", "feishu", "wecom", "slack", "email"]
@@ -339,21 +155,9 @@ class DynamicLRSettings(Settings):
     min_scale: float = Field(default=0.01, gt=0, le=1, description="Smallest one.")
 
 
-RULE_NAMES = (
-    "nonfinite",
-    "spike",
-    "grad_explosion",
-    "grad_vanishing",
-    "plateau",
-    "divergence",
-    "throughput_drop",
-    "stall",
-    "eval_rebound",
-)
-
-
-class AlertSettings(Settings):
-    """Anomaly rules and what they write (``<run>/alerts.jsonl``, the log)."""
+class _AlertsHead(Settings):
+    """The ``alerts`` fields before the rules' sections (pydantic keeps a base's fields
+    first: this split keeps the sections' place in the YAML dump and in docs/config.md)."""
 
     enabled: bool = Field(default=True, description="Evaluate the rules during training.")
     cooldown_steps: int = Field(
@@ -362,15 +166,31 @@ class AlertSettings(Settings):
         description="After an alert, the same (rule, metric, rank) stays quiet this many "
         "steps unless its severity rises.",
     )
-    nonfinite: NonFiniteSettings = Field(default_factory=NonFiniteSettings)
-    spike: SpikeSettings = Field(default_factory=SpikeSettings)
-    grad_explosion: GradExplosionSettings = Field(default_factory=GradExplosionSettings)
-    grad_vanishing: GradVanishingSettings = Field(default_factory=GradVanishingSettings)
-    plateau: PlateauSettings = Field(default_factory=PlateauSettings)
-    divergence: DivergenceSettings = Field(default_factory=DivergenceSettings)
-    throughput_drop: ThroughputDropSettings = Field(default_factory=ThroughputDropSettings)
-    stall: StallSettings = Field(default_factory=StallSettings)
-    eval_rebound: EvalReboundSettings = Field(default_factory=EvalReboundSettings)
+
+
+# One section per rule of the registry, ``alerts.<rule.name>`` of its settings model:
+# built from the rules' declarations, so a new rule needs no line here.
+if TYPE_CHECKING:
+
+    class _AlertsWithRules(_AlertsHead):
+        def __getattr__(self, name: str) -> Any:
+            """``alerts.<rule>``: the sections are made at run time (:meth:`rule` types them)."""
+
+else:
+    _AlertsWithRules = create_model(
+        "_AlertsWithRules",
+        __base__=_AlertsHead,
+        __module__=__name__,
+        **{
+            rule.name: (rule.settings_model, Field(default_factory=rule.settings_model))
+            for rule in BUILTIN_RULES
+        },
+    )
+
+
+class AlertSettings(_AlertsWithRules):
+    """Anomaly rules and what they write (``<run>/alerts.jsonl``, the log)."""
+
     stop_on: list[str] = Field(
         default_factory=list,
         description="Rules whose warning or critical alerts stop training cleanly (the "
@@ -410,3 +230,7 @@ class AlertSettings(Settings):
         if unknown:
             raise ValueError(f"unknown rule {unknown}; the rules are {', '.join(RULE_NAMES)}")
         return value
+
+    def rule(self, rule: type[Rule[S]]) -> S:
+        """The settings of ``rule`` (its ``alerts.<name>`` section), typed as its own."""
+        return cast(S, getattr(self, rule.name))

@@ -38,7 +38,7 @@ from pydantic import (
     model_validator,
 )
 
-from mindwatch.config.alerts import AlertSettings
+from mindwatch.config.alerts import RULE_NAMES, AlertSettings
 from mindwatch.config.errors import ConfigError, describe
 from mindwatch.config.mindformers import is_mindformers_yaml, translate
 from mindwatch.config.prometheus import PrometheusSettings
@@ -319,9 +319,8 @@ class MonitorConfig(Settings):
     )
     alerts: AlertSettings = Field(
         default_factory=AlertSettings,
-        description="Anomaly rules (nonfinite, spike, grad_explosion, grad_vanishing, "
-        "plateau, divergence, throughput_drop, stall, eval_rebound), each with its "
-        "thresholds; alerts go to '<run>/alerts.jsonl' and the log (docs/alerts.md).",
+        description=f"Anomaly rules ({', '.join(RULE_NAMES)}), each with its thresholds; "
+        "alerts go to '<run>/alerts.jsonl' and the log (docs/alerts.md).",
     )
     checkpoint: CheckpointSettings = Field(
         default_factory=CheckpointSettings,

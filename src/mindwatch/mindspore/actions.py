@@ -27,11 +27,11 @@ from typing import Any, Optional
 import numpy as np
 
 from mindwatch.alerts import Alert, Control, StepControls
+from mindwatch.alerts.dynamic_lr import LRController
 from mindwatch.config import MonitorConfig
 from mindwatch.mindspore.lr import LearningRateReader, LearningRateScaler
 from mindwatch.mindspore.stable import StableKeeper
 from mindwatch.monitor import Monitor
-from mindwatch.rules.dynamic_lr import LRController
 
 __all__ = ["LoopActions"]
 

@@ -1,7 +1,7 @@
 """Rules -> alerts -> what each alert asks for, and where alerts are written.
 
 Runs on the pipeline's thread. For each step (or evaluation) the
-:class:`~mindwatch.rules.RuleEngine` raises alerts; each gets the sample ids of the
+:class:`~mindwatch.alerts.RuleEngine` raises alerts; each gets the sample ids of the
 step's batch (when the caller logged them), then its actions:
 
 * a rule in ``alerts.stop_on`` (warning or critical): ``action: stop training`` and a
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from mindwatch.alerts import Alert, AlertLog, Control
+from mindwatch.alerts.engine import RuleEngine
 from mindwatch.common.i18n import _, set_language
 from mindwatch.config import AlertSettings
-from mindwatch.rules import RuleEngine
 
 if TYPE_CHECKING:
     from mindwatch.alerts.notify import Dispatcher

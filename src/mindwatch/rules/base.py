@@ -1,9 +1,20 @@
-"""What every rule is: a :class:`Finding` it returns, and :class:`Stateful` state.
+"""What every rule is: a class that declares itself, the :class:`Finding` it returns,
+and its :class:`Stateful` state.
 
-A rule declares the attributes that are its state (:attr:`Stateful.state`); the base
-class saves and restores them (:meth:`Stateful.state_dict`,
+A rule class declares, as class attributes, everything the rest of mindwatch needs to
+know about it: its ``name`` (the key of its section in ``alerts``, and the ``rule``
+field of its alerts), its ``settings_model`` (that section's pydantic model), its likely
+``causes`` and its ``messages`` (``N_()``-marked templates, translated when a finding is
+made). The config, the alerts' causes, the documentation and the engine read these from
+the registry (:mod:`mindwatch.rules.builtin`), so a rule is written in one place.
+
+A rule also declares the attributes that are its state (:attr:`Stateful.state`); the
+base class saves and restores them (:meth:`Stateful.state_dict`,
 :meth:`Stateful.load_state_dict`) as JSON-able data, so the same rules run in the
 training process and in ``mindwatch watch``, which keeps their state between calls.
+
+This package sits just above :mod:`mindwatch.common` and below the config: it imports
+nothing else of mindwatch.
 """
 
 from __future__ import annotations
@@ -11,9 +22,27 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Generic, Optional, TypeVar
 
-__all__ = ["Finding", "Rule", "Stateful"]
+from pydantic import Field
+
+from mindwatch.common.i18n import _
+from mindwatch.common.settings import Settings
+
+__all__ = ["MAX_WINDOW", "Finding", "Rule", "RuleSettings", "Stateful", "fmt"]
+
+# Points a rule keeps and sorts on the pipeline's thread: far above any useful window, far
+# below what would slow the pipeline or fill memory.
+MAX_WINDOW = 10_000
+
+
+class RuleSettings(Settings):
+    """The base of each rule's settings: every rule can be switched off."""
+
+    enabled: bool = Field(default=True, description="Run this rule.")
+
+
+S = TypeVar("S", bound=RuleSettings)
 
 
 @dataclass
@@ -28,6 +57,11 @@ class Finding:
     baseline: Optional[float] = None
     rank: Optional[int] = None  # the rank to look at, when the rule knows it
     extra: dict[str, Any] = field(default_factory=dict)  # written into the alert as is
+
+
+def fmt(value: float) -> str:
+    """A value as the messages show it: four significant digits."""
+    return f"{value:.4g}"
 
 
 def _saved(value: Any) -> Any:
@@ -75,10 +109,45 @@ class Stateful:
                 setattr(self, name, _restored(getattr(self, name), state[name]))
 
 
-class Rule(Stateful):
-    """Base: a name, ``observe``, and (:class:`Stateful`) state that survives a restart."""
+class Rule(Stateful, Generic[S]):
+    """Base: the declaration (the class attributes below), ``observe``, and
+    (:class:`Stateful`) state that survives a restart.
 
-    name = "rule"
+    A subclass names its settings type twice, as ``Rule[XSettings]`` (for the type
+    checker: ``AlertSettings.rule(XRule)`` is an ``XSettings``) and as
+    ``settings_model`` (for the config, which builds the ``alerts.<name>`` section from
+    it at run time).
+    """
+
+    name: ClassVar[str] = "rule"
+    """The key of the rule's section in ``alerts`` and its alerts' ``rule`` field."""
+    settings_model: ClassVar[type[RuleSettings]] = RuleSettings
+    """The model of ``alerts.<name>``; its docstring's first line heads the rule's
+    section of docs/config.md."""
+    causes: ClassVar[tuple[str, ...]] = ()
+    """Likely causes, most likely first, each marked ``N_()`` (translated when used)."""
+    messages: ClassVar[Mapping[str, str]] = {}
+    """Message templates by key, each a whole ``N_()``-marked sentence with named
+    fields (:meth:`message` translates and fills one)."""
+    observes_steps: ClassVar[bool] = True
+    """False for a rule checked against the clock by ``mindwatch watch`` (``stall``):
+    the engine does not run it."""
+
+    def __init__(self, settings: S) -> None:
+        self.settings = settings
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         raise NotImplementedError
+
+    def message(self, key: str, **fields: Any) -> str:
+        """The template ``messages[key]`` in the current language, filled with ``fields``."""
+        return _(self.messages[key]).format(**fields)
+
+    @staticmethod
+    def finite(values: Mapping[str, float], tag: str) -> Optional[float]:
+        """``values[tag]`` when it was logged and is finite, else None: the rules judge
+        finite values (a NaN or an infinity is the nonfinite rule's business)."""
+        value = values.get(tag)
+        if value is None or value - value != 0.0:  # no function call for the common case
+            return None
+        return value

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from mindwatch.alerts.engine import RuleEngine
 from mindwatch.common.side_files import (
     NotASideFileError,
     describe,
@@ -28,7 +29,6 @@ from mindwatch.common.side_files import (
     refused,
 )
 from mindwatch.config import AlertSettings
-from mindwatch.rules import RuleEngine
 
 __all__ = ["VERSION", "SavedRun", "load_state"]
 

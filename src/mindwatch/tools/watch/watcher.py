@@ -2,7 +2,7 @@
 
 Every run below the folder (including runs that appear later, new files and rotated
 ones) is read incrementally with :class:`~mindwatch.events.reader.RunReader`; each
-event's scalars go through the same :class:`~mindwatch.rules.RuleEngine` the training
+event's scalars go through the same :class:`~mindwatch.alerts.RuleEngine` the training
 process uses. The ``stall`` rule is the watcher's own: a run still marked ``running``
 whose newest event is older than ``stall.seconds``. A run whose ``run.json`` says it
 ended (finished, failed, terminated) is never stalled, and a run whose folder vanished
@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Protocol
 
+from mindwatch.alerts.engine import RuleEngine
 from mindwatch.alerts.model import Alert, likely_causes
 from mindwatch.common.i18n import _, set_language
 from mindwatch.common.waits import wait_seconds
 from mindwatch.config import AlertSettings
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
-from mindwatch.rules import RuleEngine
 from mindwatch.run.ranks import rank_of_run
 from mindwatch.run.record import read_run_info
 from mindwatch.tools.completeness import ENDED, steps_gap

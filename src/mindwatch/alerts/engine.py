@@ -1,4 +1,8 @@
-"""``RuleEngine``: the enabled rules, their cooldowns, and alerts with their context."""
+"""``RuleEngine``: the enabled rules, their cooldowns, and alerts with their context.
+
+The rules (:mod:`mindwatch.rules`) return findings; the engine turns each into an
+:class:`Alert` with the step's context (epoch, batch, run, the outlier rank) and the
+rule's likely causes, and keeps the cooldowns."""
 
 from __future__ import annotations
 
@@ -11,17 +15,7 @@ from mindwatch.alerts.model import Alert, likely_causes, severity_rank
 from mindwatch.common.i18n import _
 from mindwatch.config import AlertSettings
 from mindwatch.metrics.tags import tag_for
-from mindwatch.rules.base import Rule
-from mindwatch.rules.builtin import (
-    DivergenceRule,
-    EvalReboundRule,
-    GradExplosionRule,
-    GradVanishingRule,
-    NonFiniteRule,
-    PlateauRule,
-    SpikeRule,
-    ThroughputDropRule,
-)
+from mindwatch.rules import BUILTIN_RULES, Rule
 
 __all__ = ["RuleEngine", "build_rules"]
 
@@ -30,19 +24,15 @@ EPOCH_TAG = tag_for("epoch")  # train/epoch, as the monitor logs it
 log = logging.getLogger(__name__)
 
 
-def build_rules(settings: AlertSettings) -> list[Rule]:
-    """The enabled built-in rules, configured (``stall`` is time-based: the watcher's)."""
-    makers: list[tuple[Any, type[Rule]]] = [
-        (settings.nonfinite, NonFiniteRule),
-        (settings.spike, SpikeRule),
-        (settings.grad_explosion, GradExplosionRule),
-        (settings.grad_vanishing, GradVanishingRule),
-        (settings.plateau, PlateauRule),
-        (settings.divergence, DivergenceRule),
-        (settings.throughput_drop, ThroughputDropRule),
-        (settings.eval_rebound, EvalReboundRule),
-    ]
-    return [cls(options) for options, cls in makers if options.enabled]  # type: ignore[call-arg]
+def build_rules(settings: AlertSettings) -> list[Rule[Any]]:
+    """The enabled built-in rules, configured, in the registry's order (``stall`` is
+    time-based: the watcher's)."""
+    rules: list[Rule[Any]] = []
+    for cls in BUILTIN_RULES:
+        options = settings.rule(cls)
+        if cls.observes_steps and options.enabled:
+            rules.append(cls(options))
+    return rules
 
 
 class RuleEngine:
@@ -115,7 +105,7 @@ class RuleEngine:
                     alerts.append(alert)
         return alerts
 
-    def _switch_off(self, rule: Rule, step: int, exc: Exception) -> None:
+    def _switch_off(self, rule: Rule[Any], step: int, exc: Exception) -> None:
         self.rules.remove(rule)
         self.failed[rule.name] = repr(exc)
         message = _(

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Optional
 
-from mindwatch.alerts import Alert, Control
+from mindwatch.alerts.control import Control
+from mindwatch.alerts.model import Alert
 from mindwatch.common.i18n import _
 from mindwatch.config import DynamicLRSettings
-from mindwatch.rules.base import Stateful
+from mindwatch.rules import Stateful
 
 __all__ = ["LRController"]
 
