@@ -36,21 +36,30 @@ def extract(rev: str, into: Path) -> Path:
         capture_output=True,
     ).stdout
     with tarfile.open(fileobj=BytesIO(data)) as tar:
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.12, and 3.9.17+ backports
+            tar.extractall(into, filter="data")
+        else:  # our own repository's archive: nothing to guard against
+            tar.extractall(into)
     return into / "src"
 
 
 def rows(output: str) -> dict[str, list[float]]:
-    """Table rows: label (the text before the first number) -> the numbers after it."""
+    """Table rows: label (the words before the numbers that end the line) -> those
+    numbers. A label seen again (the same writer in a second table) gets `` [2]``."""
     table: dict[str, list[float]] = {}
     for line in output.splitlines():
-        found = list(_NUMBER.finditer(line))
-        if not found:
-            continue
-        label = " ".join(line[: found[0].start()].split())
-        if not label or label in table:
-            continue
-        table[label] = [float(m.group().replace(",", "")) for m in found]
+        words = line.split()
+        n = len(words)
+        while n > 0 and _NUMBER.fullmatch(words[n - 1]):
+            n -= 1
+        if n == len(words) or n == 0:
+            continue  # no numbers at the end, or no label
+        label = " ".join(words[:n])
+        numbered, k = label, 1
+        while numbered in table:
+            k += 1
+            numbered = f"{label} [{k}]"
+        table[numbered] = [float(w.replace(",", "")) for w in words[n:]]
     return table
 
 
@@ -86,6 +95,7 @@ def main() -> None:
     print(last)
     print(f"A = this checkout, B = {args.base}; {args.rounds} rounds, A B A B ...")
     print(f"{'row':60} {'col':>3} {'A median':>12} {'B median':>12} {'A/B':>7}")
+    print("(col: the row's numeric columns from 0, in the script's own order)")
     for label, first in outputs["A"][0].items():
         pairs = [(a.get(label), b.get(label)) for a, b in zip(outputs["A"], outputs["B"])]
         if any(b is None or a is None or len(a) != len(b) for a, b in pairs):

@@ -8,8 +8,11 @@ floor is the first row, and each later row adds one stage of ``log_step``:
 
 * ``call with the same arguments``: a no-op function taking ``log_step``'s keyword
   arguments (building the keyword dict is the caller's cost);
-* ``log_step, route does nothing``: the real ``log_step`` with its route's ``log``
-  replaced by a no-op: the value checks, the clock reads and the ``Logged`` tuple;
+* ``log_step, route and clock do nothing``: the real ``log_step`` with its route's
+  ``log`` and its step clock's ``tick`` replaced by no-ops: the value checks, the wall
+  clock and the ``Logged`` tuple;
+* ``log_step, route does nothing``: the step clock back (a ``perf_counter`` read and
+  the interval since the previous step);
 * ``log_step``: the whole call (the route's append to the pipeline's queue, its
   checks for controls, the step bookkeeping).
 
@@ -37,15 +40,17 @@ TYPICAL: dict[str, Any] = {"loss": 0.5, "lr": 1e-3, "grad_norm": 1.5, "samples":
 SCALARS: dict[str, Any] = dict.fromkeys(TAGS, 0.5)
 
 
-def paced(call: Callable[[int], Any], steps: int) -> float:
-    """Median microseconds of ``call(step)`` with 2 ms of sleep before each."""
-    samples = []
+def paced(calls: dict[str, Callable[[int], Any]], steps: int) -> dict[str, float]:
+    """Median microseconds of each ``call(step)``, each after 2 ms of sleep; the calls
+    take turns at every step, so they share the machine's drift."""
+    samples: dict[str, list[int]] = {name: [] for name in calls}
     for step in range(steps):
-        time.sleep(0.002)
-        t0 = time.perf_counter_ns()
-        call(step)
-        samples.append(time.perf_counter_ns() - t0)
-    return statistics.median(samples) / 1000.0
+        for name, call in calls.items():
+            time.sleep(0.002)
+            t0 = time.perf_counter_ns()
+            call(step)
+            samples[name].append(time.perf_counter_ns() - t0)
+    return {name: statistics.median(got) / 1000.0 for name, got in samples.items()}
 
 
 def _noop(step: int) -> None:
@@ -68,17 +73,24 @@ def _noop_kwargs(
 
 def stages(folder: Path, kwargs: dict[str, Any], steps: int) -> dict[str, float]:
     """Median us per call of each stage (see the module doc)."""
-    out = {"no-op call (floor)": paced(_noop, steps)}
-    out["call with the same arguments"] = paced(lambda s: _noop_kwargs(s, **kwargs), steps)
-    mon = mindwatch.Monitor(folder / "a", {"print_every": 0})
-    real = mon._route.log
-    mon._route.log = lambda logged: None  # type: ignore[method-assign]
-    out["log_step, route does nothing"] = paced(lambda s: mon.log_step(s, **kwargs), steps)
-    mon._route.log = real  # type: ignore[method-assign]
-    mon.close()
-    mon = mindwatch.Monitor(folder / "b", {"print_every": 0})
-    out["log_step"] = paced(lambda s: mon.log_step(s, **kwargs), steps)
-    mon.close()
+    bare = mindwatch.Monitor(folder / "a", {"print_every": 0})
+    bare._route.log = lambda logged: None  # type: ignore[method-assign]
+    bare._clock.tick = lambda step: None  # type: ignore[method-assign]
+    clocked = mindwatch.Monitor(folder / "b", {"print_every": 0})
+    clocked._route.log = lambda logged: None  # type: ignore[method-assign]
+    whole = mindwatch.Monitor(folder / "c", {"print_every": 0})
+    out = paced(
+        {
+            "no-op call (floor)": _noop,
+            "call with the same arguments": lambda s: _noop_kwargs(s, **kwargs),
+            "log_step, route and clock do nothing": lambda s: bare.log_step(s, **kwargs),
+            "log_step, route does nothing": lambda s: clocked.log_step(s, **kwargs),
+            "log_step": lambda s: whole.log_step(s, **kwargs),
+        },
+        steps,
+    )
+    for mon in (bare, clocked, whole):
+        mon.close()
     return out
 
 

@@ -15,7 +15,7 @@ A second table paces the loop like training (10 scalars, then 2 ms of GIL-free
 Every file is read back with TensorBoard's EventAccumulator and checked for exact steps
 and values before any number is printed.
 
-    python benchmarks/write.py [--repeats 3] [--steps 20000]
+    python benchmarks/write.py [--repeats 3] [--steps 20000] [--paced-only]
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ import mindwatch
 from mindwatch.events import EventFileWriter
 
 TAGS = [f"bench/tag{i}" for i in range(10)]
+PEERS = {
+    "torch": "torch SummaryWriter.add_scalar",
+    "tensorboardX": "tensorboardX SummaryWriter.add_scalar",
+}
 Loop = Callable[[Path, int], tuple[float, float]]
 
 
@@ -171,11 +175,8 @@ def paced(writer_kind: str, folder: Path, steps: int = 1000) -> float:
     return statistics.median(samples) / 1000.0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20_000)
-    args = parser.parse_args()
+def tight(args: argparse.Namespace, tmp: Path) -> None:
+    """The first table: the writers in a tight loop, against torch's and tensorboardX's."""
     data = values(args.steps)
     points = data.size
     contenders: dict[str, Callable[[Path, np.ndarray], tuple[float, float]]] = {
@@ -183,52 +184,56 @@ def main() -> None:
         "mindwatch EventFileWriter.add_scalars (10/step)": run_mindwatch_add_scalars,
         "mindwatch Monitor.log_step (10 scalars/step)": run_monitor_log_step,
     }
-    peers = {
-        "torch": "torch SummaryWriter.add_scalar",
-        "tensorboardX": "tensorboardX SummaryWriter.add_scalar",
-    }
-    for module, label in peers.items():
+    for module, label in PEERS.items():
         if _summary_writer(module) is None:
             print(f"({label}: not installed, skipped; `make bench` installs it)")
         else:
             contenders[label] = run_peer(module)
-    baseline = peers["torch"] if peers["torch"] in contenders else None
+    baseline = PEERS["torch"] if PEERS["torch"] in contenders else None
 
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
-    with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(args.repeats):
-            for i, (name, run) in enumerate(contenders.items()):
-                folder = Path(tmp) / f"r{rep}_{i}"
-                results[name].append(run(folder, data))
-                if rep == 0:
-                    verify(folder, data)
-        print(
-            f"\n{points:,} scalar points ({len(TAGS)} tags x {args.steps:,} steps), "
-            f"median of {args.repeats}; every file verified with EventAccumulator\n"
-        )
-        header = (
-            f"{'writer':50} {'caller us/pt':>12} {'drain s':>8} {'total s':>8} {'points/s':>11}"
+    for rep in range(args.repeats):
+        for i, (name, run) in enumerate(contenders.items()):
+            folder = tmp / f"r{rep}_{i}"
+            results[name].append(run(folder, data))
+            if rep == 0:
+                verify(folder, data)
+    print(
+        f"\n{points:,} scalar points ({len(TAGS)} tags x {args.steps:,} steps), "
+        f"median of {args.repeats}; every file verified with EventAccumulator\n"
+    )
+    header = f"{'writer':50} {'caller us/pt':>12} {'drain s':>8} {'total s':>8} {'points/s':>11}"
+    if baseline:
+        header += f" {'total / torch':>13} {'caller / torch':>14}"
+    print(header)
+    for name, runs in results.items():
+        caller = statistics.median(c for c, _ in runs)
+        drain = statistics.median(d for _, d in runs)
+        total = statistics.median(c + d for c, d in runs)
+        line = (
+            f"{name:50} {caller / points * 1e6:12.3f} {drain:8.3f} {total:8.3f} "
+            f"{points / total:11,.0f}"
         )
         if baseline:
-            header += f" {'total / torch':>13} {'caller / torch':>14}"
-        print(header)
-        for name, runs in results.items():
-            caller = statistics.median(c for c, _ in runs)
-            drain = statistics.median(d for _, d in runs)
-            total = statistics.median(c + d for c, d in runs)
-            line = (
-                f"{name:50} {caller / points * 1e6:12.3f} {drain:8.3f} {total:8.3f} "
-                f"{points / total:11,.0f}"
-            )
-            if baseline:
-                base = results[baseline]
-                t_ratio = statistics.median(
-                    (c + d) / (bc + bd) for (c, d), (bc, bd) in zip(runs, base)
-                )
-                c_ratio = statistics.median(c / bc for (c, _), (bc, _) in zip(runs, base))
-                line += f" {t_ratio:13.3f} {c_ratio:14.4f}"
-            print(line)
+            base = results[baseline]
+            t_ratio = statistics.median((c + d) / (bc + bd) for (c, d), (bc, bd) in zip(runs, base))
+            c_ratio = statistics.median(c / bc for (c, _), (bc, _) in zip(runs, base))
+            line += f" {t_ratio:13.3f} {c_ratio:14.4f}"
+        print(line)
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument(
+        "--paced-only", action="store_true", help="only the second table (paced like training)"
+    )
+    args = parser.parse_args()
+    peers = PEERS
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.paced_only:
+            tight(args, Path(tmp))
         print("\nPaced like training: 10 scalars, then 2 ms of compute (sleep), 1,000 steps")
         print(f"{'writer':58} {'caller p50 us/scalar':>21}")
         kinds = {

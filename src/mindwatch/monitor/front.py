@@ -60,6 +60,7 @@ __all__ = ["Monitor"]
 log = logging.getLogger(__name__)
 
 _FLOAT = frozenset({float})
+_EXACT = 1 << 53  # ints below this are exact floats: no warning, no overflow possible
 # Below every step (steps are int64): the first step logged is never "out of order".
 _BEFORE_ANY_STEP = -(1 << 64)
 
@@ -181,6 +182,7 @@ class Monitor(RunControls):
         self._highest_step = _BEFORE_ANY_STEP
         self._steps_out_of_order = 0
         self._closed = False
+        self._started = False  # a step was logged (read on the hot path, not the session)
         self._steps_per_epoch: Optional[int] = None
         self._warn = WarnOnce(log)
         if resume_step is not None:
@@ -252,14 +254,23 @@ class Monitor(RunControls):
                 names = tuple(scalars)
             else:
                 names = values = ()
+            # Counts are ints as a rule: converted here, not in number() (a call costs
+            # more than the conversion on a paced step); only a huge one goes there.
             if samples is not None and type(samples) is not float:
-                samples = number("samples", samples)
+                if type(samples) is int and -_EXACT < samples < _EXACT:
+                    samples = float(samples)
+                else:
+                    samples = number("samples", samples)
             if tokens is not None and type(tokens) is not float:
-                tokens = number("tokens", tokens)
+                if type(tokens) is int and -_EXACT < tokens < _EXACT:
+                    tokens = float(tokens)
+                else:
+                    tokens = number("tokens", tokens)
         except BaseException:
             self._route.skip(step)  # the ranks' collectives stay paired whatever happened
             raise
-        if not self._session.hparams_written:
+        if not self._started:  # the first step: the hyperparameters go with it
+            self._started = True
             self._session.write_hparams()
         self._route.log(
             (
