@@ -48,18 +48,15 @@ import numpy as np
 import numpy.typing as npt
 
 from mindwatch.aggregate.collective import AggregationError, Collective, CollectiveGuard
+from mindwatch.aggregate.gathered import SAMPLES, TOKENS, reduce_gathered
 from mindwatch.aggregate.packing import (
     FLAG_STOP,
-    MISSING,
     CorruptSliceError,
-    is_missing,
     needed,
     pack,
     read_header,
-    tag_id,
-    unpack,
 )
-from mindwatch.aggregate.reductions import ReductionTable, reduce_values, spread_tags
+from mindwatch.aggregate.reductions import ReductionTable
 from mindwatch.common.waits import finite_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
@@ -88,7 +85,6 @@ BUDGET = 0.005  # auto interval: a reduction may cost this share of the step tim
 AUTO_START = 10  # auto interval before anything is measured
 AUTO_MAX = 200  # auto interval cap: the global curve lags at most this many steps
 START_TIMEOUT = 60.0  # the start-up agreement waits at least this for the other ranks
-_TOKENS, _SAMPLES = "_w/tokens", "_w/samples"  # per-rank weights of 'mean' metrics
 _START_CAPACITY_TAGS = 16
 # Longest wait for the collective thread to hand reduced steps over: local work (never a
 # collective: a thread stuck in one is not waited for), so not the aggregate timeout.
@@ -416,9 +412,9 @@ class Aggregator:
         for _, _, values, samples, tokens, _ in rows:
             row = {tag: value for tag, value in values if table[tag].communicated}
             if samples is not None:
-                row[_SAMPLES] = samples
+                row[SAMPLES] = samples
             if tokens is not None:
-                row[_TOKENS] = tokens
+                row[TOKENS] = tokens
             for tag in row:
                 if tag not in seen:
                     seen.add(tag)
@@ -474,59 +470,7 @@ class Aggregator:
         self, pending: _Gathered
     ) -> list[tuple[int, Values, float, Optional[float]]]:
         """Rank 0's rows with every communicated metric reduced, plus the spreads."""
-        rows, tags = pending.rows, pending.tags
-        if not rows:
-            return []
-        world = self.world_size
-        step_index = {row[0]: i for i, row in enumerate(rows)}
-        columns = {tag_id(t): j for j, t in enumerate(tags)}
-        cube = np.full((world, len(rows), len(tags)), MISSING)
-        for rank in range(world):
-            part = unpack(pending.gathered, rank)
-            if not part.complete or part.values.size == 0:
-                continue
-            cols = np.array([columns.get(i, -1) for i in part.ids], dtype=np.int64)
-            idx = np.array([step_index.get(int(s), -1) for s in part.steps], dtype=np.int64)
-            keep_c, keep_r = cols >= 0, idx >= 0
-            if keep_c.any() and keep_r.any():
-                block = part.values[np.ix_(keep_r, keep_c)]
-                cube[rank][np.ix_(idx[keep_r], cols[keep_c])] = block
-        present = ~is_missing(cube)
-        weights = None
-        for name in (_TOKENS, _SAMPLES):
-            if name in tags:
-                j = tags.index(name)
-                weights = np.where(present[:, :, j], cube[:, :, j], 0.0)
-                break
-        # Per tag, whole columns at once; per step, only list concatenation (this runs
-        # on the collective thread, and every Python instruction here competes with the
-        # training thread for the GIL).
-        out: list[Values] = [[] for _ in rows]
-        for j, tag in enumerate(tags):
-            if tag in (_TOKENS, _SAMPLES):
-                continue
-            reduction = self.table[tag]
-            result, spread, counted = reduce_values(
-                cube[:, :, j], present[:, :, j], reduction, weights
-            )
-            steps_counted = np.flatnonzero(counted).tolist()
-            columns_out: list[list[float]] = []
-            names: list[str] = []
-            if reduction.kind != "per_rank":
-                columns_out.append(result[counted].tolist())
-                names.append(tag)
-            if spread is not None:
-                columns_out.extend(spread[:, counted].tolist())
-                names.extend(spread_tags(tag))
-            for i, row_values in zip(steps_counted, zip(*columns_out)):
-                out[i].extend(zip(names, row_values))
-        communicated = set(tags)
-        emitted = []
-        for k, (step, wall, values, samples, _, _) in enumerate(rows):
-            once = [(t, v) for t, v in values if t not in communicated]
-            if once or out[k]:
-                emitted.append((step, once + out[k], wall, samples))
-        return emitted
+        return reduce_gathered(pending.gathered, pending.rows, pending.tags, self.table)
 
     def _write_local(self, rows: Sequence[Row]) -> None:
         """This rank's own values of the metrics that differ between ranks (RANK)."""
