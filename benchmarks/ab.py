@@ -25,7 +25,8 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])")
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+_COLUMNS = re.compile(r"\s{2,}(?=[-(\d])")  # where a table row's label ends
 
 
 def extract(rev: str, into: Path) -> Path:
@@ -44,22 +45,30 @@ def extract(rev: str, into: Path) -> Path:
 
 
 def rows(output: str) -> dict[str, list[float]]:
-    """Table rows: label (the words before the numbers that end the line) -> those
-    numbers. A label seen again (the same writer in a second table) gets `` [2]``."""
+    """Table rows: label (the text before the first run of two or more spaces that
+    leads to a number, or a markdown row's first cell) -> every number after it
+    (``1.24%`` and ``(0.99-1.13)`` count as numbers: 1.24, 0.99, 1.13). A label seen
+    again gets `` [2]``."""
     table: dict[str, list[float]] = {}
     for line in output.splitlines():
-        words = line.split()
-        n = len(words)
-        while n > 0 and _NUMBER.fullmatch(words[n - 1]):
-            n -= 1
-        if n == len(words) or n == 0:
-            continue  # no numbers at the end, or no label
-        label = " ".join(words[:n])
+        if line.startswith("|"):  # a markdown table: its first cell is the label
+            label, _, rest = line.strip("|").partition("|")
+        else:
+            split = _COLUMNS.search(line)
+            if split is None:
+                continue
+            label, rest = line[: split.start()], line[split.end() :]
+        label = " ".join(label.split())
+        if not label:
+            continue
+        numbers = [float(m.group().replace(",", "")) for m in _NUMBER.finditer(rest)]
+        if not numbers:
+            continue
         numbered, k = label, 1
         while numbered in table:
             k += 1
             numbered = f"{label} [{k}]"
-        table[numbered] = [float(w.replace(",", "")) for w in words[n:]]
+        table[numbered] = numbers
     return table
 
 
@@ -78,6 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", required=True, help="the commit to compare with (B)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--save", type=Path, help="also write each run's output here")
     parser.add_argument("script", nargs=argparse.REMAINDER, help="benchmark script and args")
     args = parser.parse_args()
     if not args.script:
@@ -90,6 +100,9 @@ def main() -> None:
             for side, src in sides.items():
                 text = run(args.script, src)
                 outputs[side].append(rows(text))
+                if args.save is not None:
+                    args.save.mkdir(parents=True, exist_ok=True)
+                    (args.save / f"{side}{len(outputs[side])}.txt").write_text(text)
                 if side == "A":
                     last = text
     print(last)
