@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 
 import pytest
 
 os.environ.setdefault("GLOG_v", "3")
+
+# A suite started in the background by a shell without job control (`make test &`,
+# some CI runners) inherits SIGINT *ignored*, and so would every command a test starts;
+# Python then never turns SIGINT into KeyboardInterrupt, and a command the test stops
+# "with Ctrl-C" runs on until the test's timeout. Ignoring survives exec, a handler does
+# not: with Python's own handler here, the commands start with SIGINT at its default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = ["tests.ci_skips"]
 
