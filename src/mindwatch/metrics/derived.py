@@ -40,11 +40,12 @@ def perplexity(loss: float) -> float:
     return math.exp(loss) if loss < _MAX_EXP else math.inf
 
 
-def with_perplexity(values: Values) -> Values:
-    """``values`` plus ``train/perplexity`` of their ``train/loss`` (if any)."""
+def with_perplexity(values: Values, *, loss: str = _LOSS, into: str = _PERPLEXITY) -> Values:
+    """``values`` plus perplexity of their loss (if any): ``train/perplexity`` of
+    ``train/loss`` by default, or ``into`` of ``loss`` (an evaluation's)."""
     for tag, value in values:
-        if tag == _LOSS:
-            return [*values, (_PERPLEXITY, perplexity(value))]
+        if tag == loss:
+            return [*values, (into, perplexity(value))]
     return values
 
 

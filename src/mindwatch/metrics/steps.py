@@ -26,7 +26,6 @@ from mindwatch.metrics.derived import (
     StepRates,
     Timing,
     Values,
-    perplexity,
     with_perplexity,
 )
 from mindwatch.metrics.tags import TAGS, tag_for
@@ -137,7 +136,4 @@ class RunValues:
         """Evaluation results and ``eval/perplexity`` of their ``eval/loss``."""
         if not self.perplexity or any(tag == _EVAL_PERPLEXITY for tag, _ in values):
             return values
-        for tag, value in values:
-            if tag == _EVAL_LOSS:
-                return [*values, (_EVAL_PERPLEXITY, perplexity(value))]
-        return values
+        return with_perplexity(values, loss=_EVAL_LOSS, into=_EVAL_PERPLEXITY)

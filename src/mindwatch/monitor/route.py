@@ -113,6 +113,10 @@ class StepRoute:
     def should_stop(self) -> bool:
         if self._waiting:
             self._take_pipeline_controls()
+        return self._stopped()
+
+    def _stopped(self) -> bool:
+        """Whether training stops now, from what this route has learnt."""
         return self._stop_reason is not None
 
     @property
@@ -264,10 +268,8 @@ class ReducedRoute(StepRoute):
             # reduction fail, this rank still stops on its own (stop_reason).
             aggregator.request_stop()
 
-    @property
-    def should_stop(self) -> bool:
-        if self._waiting:
-            self._take_pipeline_controls()
+    def _stopped(self) -> bool:
+        # While reducing, only the agreement counts: every rank stops at the same step.
         aggregator = self.aggregator
         assert aggregator is not None
         if aggregator.reducing:
