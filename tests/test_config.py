@@ -330,3 +330,20 @@ def test_one_setting_under_two_names_is_refused() -> None:
     for zero in ("0", False, 0.0):
         with pytest.raises(ConfigError, match="collect_freq"):
             MonitorConfig.from_dict({"collect_freq": zero})
+
+
+def test_the_hardware_section_in_a_config_and_in_a_mindformers_yaml() -> None:
+    from mindwatch.config import HardwareSettings
+
+    assert MonitorConfig().hardware == HardwareSettings()  # on by default
+    config = MonitorConfig.from_dict({"hardware": {"period_s": 10, "device_memory": False}})
+    assert (config.hardware.period_s, config.hardware.device_memory) == (10.0, False)
+    callback = {"callbacks": [{"type": "MindWatchMonitor", "hardware": {"period_s": 2}}]}
+    found = MonitorConfig.from_mindformers(callback).hardware
+    assert (found.period_s, found.host, found.enabled) == (2.0, True, True)
+    section = MonitorConfig.from_mindformers({"mindwatch": {"hardware": {"host": False}}})
+    assert (section.hardware.period_s, section.hardware.host) == (5.0, False)
+    with pytest.raises(ConfigError, match=r"hardware\.period_s"):
+        MonitorConfig.from_dict({"hardware": {"period_s": 0}})
+    with pytest.raises(ConfigError, match=r"hardware\.perod_s.*period_s"):
+        MonitorConfig.from_dict({"hardware": {"perod_s": 5}})

@@ -41,8 +41,10 @@ def _stored(folder: Path, report: Path, log: str) -> dict[str, str]:
             texts[str(path)] = path.read_bytes().decode("utf-8", "backslashreplace")
     acc = accumulator(folder)
     for tag in acc.Tags()["tensors"]:  # the config TEXT, as TensorBoard decodes it
-        for event in acc.Tensors(tag):
-            texts[f"tensor {tag}"] = b"".join(event.tensor_proto.string_val).decode()
+        text = acc.SummaryMetadata(tag).plugin_data.plugin_name == "text"
+        for event in acc.Tensors(tag):  # other plugins' tensors (the layout) are protos
+            data = b"".join(event.tensor_proto.string_val)
+            texts[f"tensor {tag}"] = data.decode() if text else data.decode("latin-1")
     for tag, content in acc.PluginTagToContent("hparams").items():  # HPARAMS' values
         texts[f"hparams {tag}"] = content.decode("utf-8", "backslashreplace")
     return texts

@@ -60,7 +60,7 @@ from mindwatch.aggregate.reductions import ReductionTable
 from mindwatch.common.waits import finite_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
-from mindwatch.metrics.steps import Logged, Row
+from mindwatch.metrics.steps import Logged, Row, Telemetry
 
 __all__ = ["BUDGET", "START_TIMEOUT", "Aggregator", "ReducedOutput"]
 
@@ -106,9 +106,15 @@ class _Prepared:
     abandoned gather, the training thread writing them locally. A lock keeps the
     preparation single (it counts non-finite values)."""
 
-    def __init__(self, raw: list[Any], prepare: Optional[Callable[[Logged], Row]]) -> None:
+    def __init__(
+        self,
+        raw: list[Any],
+        prepare: Optional[Callable[[Logged], Row]],
+        telemetry: Optional[Callable[[float], Values]] = None,
+    ) -> None:
         self._raw = raw
         self._prepare = prepare
+        self._telemetry = telemetry
         self._rows: Optional[list[Row]] = None
         self._lock = threading.Lock()
 
@@ -116,7 +122,14 @@ class _Prepared:
         with self._lock:
             if self._rows is None:
                 prepare = self._prepare
-                self._rows = [prepare(r) for r in self._raw] if prepare is not None else self._raw
+                rows = [prepare(r) for r in self._raw] if prepare is not None else self._raw
+                telemetry = self._telemetry
+                if telemetry is not None and rows:
+                    extra = telemetry(rows[-1][1])
+                    if extra:
+                        step, wall, values, samples, tokens, more = rows[-1]
+                        rows[-1] = (step, wall, values + extra, samples, tokens, more)
+                self._rows = rows
             return self._rows
 
 
@@ -140,6 +153,11 @@ class Aggregator:
             once per step, on the collective thread, before packing; on the calling
             thread only when the steps are written without a collective).
         output: where steps go (see :meth:`connect`; None: nowhere yet).
+        telemetry: this rank's latest hardware sample (``hw/...`` values), added to the
+            last step of every interval. Every rank reduces at the same steps, so every
+            rank's sample is present at the same step and the spread and the outlier
+            rank cover all ranks (a per-rank "a new sample arrived" would not: the
+            samplers tick at different moments). One point per interval.
         per_rank: emit this rank's own values too (``RANK``); after a failure a rank
             other than 0 emits them anyway (they would be lost otherwise).
     """
@@ -154,6 +172,7 @@ class Aggregator:
         prepare: Optional[Callable[[Logged], Row]] = None,
         output: Optional[ReducedOutput] = None,
         per_rank: bool = False,
+        telemetry: Optional[Telemetry] = None,
     ) -> None:
         self.collective = collective
         self.rank = int(collective.rank)
@@ -167,6 +186,7 @@ class Aggregator:
         self._prepare = prepare
         self._output = output
         self._per_rank = per_rank
+        self.telemetry = telemetry
         self._guard = CollectiveGuard()
         self._rows: list[Any] = []  # Logged steps (Rows without a ``prepare``)
         self._last_flush: Optional[int] = None
@@ -270,9 +290,16 @@ class Aggregator:
         peers that never come.
         """
         raw, self._rows = self._rows, []
-        pending = _Prepared(raw, self._prepare)
+        reduces = communicate and self.reducing
+        telemetry = self.telemetry
+        # Reduced: the latest sample on every rank's last step of the interval; written
+        # locally (after a failure every step is): one point per sampling period.
+        extra: Optional[Callable[[float], Values]] = None
+        if telemetry is not None:
+            extra = telemetry.due if not reduces else lambda wall: telemetry.latest()
+        pending = _Prepared(raw, self._prepare, extra)
         at = step if step is not None else (raw[-1][0] if raw else -1)
-        if not (communicate and self.reducing):
+        if not reduces:
             if self._handed_over:  # earlier reduced steps first: files stay in step order
                 self.sync(_HANDOVER_WAIT)
                 self._handed_over = self.reducing  # nothing more will be, after a failure

@@ -86,6 +86,28 @@ BUILTIN_REDUCTIONS: dict[str, Reduction] = {
     TAGS["mfu"]: Reduction("mean"),
     "perf/host_peak_rss_mb": Reduction("per_rank"),
     "perf/device_peak_memory_mb": Reduction("per_rank"),
+    # Hardware telemetry (mindwatch.hardware): the job is as hot, as full and as leaky as
+    # its worst rank, and that rank is the one to name (argmax); utilisation and the
+    # process's CPU are the job's average, the host's free memory its scarcest.
+    "hw/cpu_percent": Reduction("mean"),
+    "hw/rss_mb": Reduction("max"),
+    "hw/host_mem_available_mb": Reduction("min"),
+    "hw/disk_read_mb_s": Reduction("max"),
+    "hw/disk_write_mb_s": Reduction("max"),
+    "hw/net_recv_mb_s": Reduction("max"),
+    "hw/net_sent_mb_s": Reduction("max"),
+    "hw/rss_growth_mb_per_min": Reduction("max"),
+    "hw/rss_rising_share": Reduction("max"),
+    "hw/device_mem_allocated_mb": Reduction("max"),
+    "hw/device_mem_reserved_mb": Reduction("max"),
+    "hw/device_mem_peak_mb": Reduction("max"),
+    "hw/npu_aicore_pct": Reduction("mean"),
+    "hw/npu_hbm_used_mb": Reduction("max"),
+    "hw/npu_hbm_total_mb": Reduction("min"),
+    "hw/npu_hbm_used_pct": Reduction("max"),
+    "hw/npu_temp_c": Reduction("max"),
+    "hw/npu_power_w": Reduction("max"),
+    "hw/npu_health": Reduction("max"),  # 0 OK; any rank not OK is the job's state
 }
 # Tag prefixes whose metrics are the same on every rank (model state after the update).
 _ONCE_PREFIXES = ("train/lr/", "layers/", "parameters/", "gradients/", "eval/")

@@ -6,6 +6,7 @@ module             what it holds
 :mod:`.model`      ``MonitorConfig`` and its building (dict, YAML, MindFormers)
 :mod:`.alerts`     the ``alerts`` section: rules, notifiers, delivery, actions
 :mod:`.prometheus` the ``prometheus`` section: the exporter's server and pushes
+:mod:`.hardware`   the ``hardware`` section: per-rank telemetry sources and period
 :mod:`.mindformers` MindFormers YAML sections -> mindwatch fields (pure mapping)
 :mod:`.yaml`       reading a YAML file (UTF-8/16/32, GBK) with errors naming file and line
 :mod:`.settings`   the base of every section: frozen, finite numbers, 64-bit integers
@@ -31,6 +32,7 @@ from mindwatch.config.alerts import (
     ThroughputDropSettings,
 )
 from mindwatch.config.errors import ConfigError, accepted_keys
+from mindwatch.config.hardware import HardwareSettings
 from mindwatch.config.mindformers import mindformers_notes
 from mindwatch.config.model import (
     CheckpointSettings,
@@ -52,6 +54,7 @@ __all__ = [
     "EvalReboundSettings",
     "GradExplosionSettings",
     "GradVanishingSettings",
+    "HardwareSettings",
     "HistogramKind",
     "MonitorConfig",
     "NonFiniteSettings",

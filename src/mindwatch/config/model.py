@@ -40,6 +40,7 @@ from pydantic import (
 
 from mindwatch.config.alerts import RULE_NAMES, AlertSettings
 from mindwatch.config.errors import ConfigError, describe
+from mindwatch.config.hardware import HardwareSettings
 from mindwatch.config.mindformers import is_mindformers_yaml, translate
 from mindwatch.config.prometheus import PrometheusSettings
 from mindwatch.config.settings import DAY, HOUR, Settings
@@ -326,6 +327,12 @@ class MonitorConfig(Settings):
         default_factory=CheckpointSettings,
         description="Checkpoints saved by mindwatch.mindspore.build_callbacks: "
         "save_checkpoint_steps, keep_checkpoint_max, prefix, directory.",
+    )
+    hardware: HardwareSettings = Field(
+        default_factory=HardwareSettings,
+        description="Per-rank hardware telemetry sampled on mindwatch's own thread: host "
+        "CPU, memory, disk and network, MindSpore's device memory, and Ascend NPUs through "
+        "npu-smi (docs/dev/cluster-health.md).",
     )
     prometheus: Optional[PrometheusSettings] = Field(
         default=None,

@@ -19,7 +19,7 @@ check costs nothing per step: a tag is looked up once, the first time its key is
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from mindwatch.metrics.derived import (
     DERIVED_TAGS,
@@ -31,7 +31,7 @@ from mindwatch.metrics.derived import (
 from mindwatch.metrics.tags import TAGS, tag_for
 from mindwatch.metrics.values import NonFiniteCounter
 
-__all__ = ["LocalSteps", "Logged", "Row", "RunValues", "logged_points"]
+__all__ = ["LocalSteps", "Logged", "Row", "RunValues", "Telemetry", "logged_points"]
 
 # (step, wall time, loss, lr, grad_norm (floats or None), the names of the other values
 # and those values, samples per step, tokens per step, (seconds, steps) since the
@@ -60,6 +60,19 @@ _LOSS, _LR, _GRAD_NORM = TAGS["loss"], TAGS["lr"], TAGS["grad_norm"]
 _PERPLEXITY, _EVAL_LOSS, _EVAL_PERPLEXITY = TAGS["perplexity"], "eval/loss", "eval/perplexity"
 
 
+class Telemetry(Protocol):
+    """A rank's hardware sampler as the steps see it (:mod:`mindwatch.hardware`)."""
+
+    def latest(self) -> Values:
+        """The latest sample's ``hw/...`` values (empty before the first sample)."""
+        ...
+
+    def due(self, wall: float) -> Values:
+        """The latest sample's values if a sampling period passed since the last step
+        that got them (``wall``: this step's time), else nothing: one point per period."""
+        ...
+
+
 def logged_points(logged: Logged) -> int:
     """How many values the caller logged in this step (what a drop loses)."""
     _, _, loss, lr, grad_norm, names, _, _, _, _ = logged
@@ -74,9 +87,19 @@ class LocalSteps:
     rates' FLOPs count and :attr:`provided` are one attribute each (another thread may
     read them)."""
 
-    def __init__(self, rates: StepRates, counter: NonFiniteCounter) -> None:
+    def __init__(
+        self,
+        rates: StepRates,
+        counter: NonFiniteCounter,
+        telemetry: Optional[Telemetry] = None,
+    ) -> None:
         self.rates = rates
         self.counter = counter
+        # The hardware sampler's latest values, for a step logged at a wall time (empty
+        # unless a period passed since the last step that got them). Set only where the
+        # steps are written as they are (no reduction): under reduction they join the
+        # interval's last step instead (mindwatch.aggregate.Aggregator), on every rank.
+        self.telemetry = telemetry
         # Derived tags the caller has logged: theirs are written, these are no longer
         # derived. Replaced, never changed in place, so another thread reads it safely.
         self.provided: frozenset[str] = frozenset()
@@ -107,6 +130,9 @@ class LocalSteps:
         if provided:
             derived = [pair for pair in derived if pair[0] not in provided]
         values += derived
+        telemetry = self.telemetry
+        if telemetry is not None:
+            values += telemetry.due(wall)
         self.counter.count(values)
         return step, wall, values, samples, tokens, None
 

@@ -75,6 +75,7 @@ from mindwatch.mindspore.collective import (
     pipeline_loss_ranks,
     rank_and_world_size,
 )
+from mindwatch.mindspore.device_memory import device_id, device_memory_probe, device_target
 from mindwatch.mindspore.flops import device_peak_tflops, graph_flops_per_step
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
@@ -107,6 +108,19 @@ def _skipped_epoch_steps(cb: Any) -> int:
     step = int(cb.get("cur_step_num") or 0)
     skipped = (epoch - 1) * batches
     return skipped if skipped and step <= batches else 0
+
+
+def _add_device_telemetry(monitor: Monitor) -> None:
+    """What only MindSpore can tell the sampler: this rank's device (npu-smi follows
+    it) and the runtime's memory counters (none on CPU). Once per monitor."""
+    telemetry = monitor.telemetry
+    if telemetry is None or "device" in telemetry.sources:
+        return
+    telemetry.use_device(device_id(), device_target())
+    if telemetry.settings.device_memory:
+        probe = device_memory_probe()
+        if probe is not None:
+            telemetry.add_probe("device_memory", probe, "mindspore.runtime")
 
 
 class TrainingMonitor(Callback):  # type: ignore[misc]
@@ -313,6 +327,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         dynamic_lr = self._actions.dynamic_lr is not None
         self._lr_from_outputs = self._layout.lr_from_outputs and not dynamic_lr
         self._guarded("device peak", lambda: self._set_device_peak(monitor))
+        self._guarded("hardware telemetry", lambda: _add_device_telemetry(monitor))
         self._guarded("hyperparameters", lambda: self._log_hparams(cb, optimizer))
         monitor.restart_clock()
         self._last_end = time.perf_counter()

@@ -45,6 +45,7 @@ from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events.summaries import import_histogram_support, import_text_support
 from mindwatch.events.writer import PathLike
+from mindwatch.hardware.telemetry import HardwareTelemetry
 from mindwatch.metrics.hparams import HParamValue, flatten_hparams
 from mindwatch.metrics.tags import eval_tag
 from mindwatch.metrics.timing import Every, StepClock
@@ -437,6 +438,12 @@ class Monitor(RunControls):
         resumed ``Model.train(initial_epoch=E)``.
         """
         self._clock.rebase(step)
+
+    @property
+    def telemetry(self) -> Optional[HardwareTelemetry]:
+        """This rank's hardware sampler (``hardware`` in the config), or None when off;
+        a framework adapter adds its own probes to it."""
+        return self._session.telemetry
 
     def __repr__(self) -> str:
         return f"Monitor(logdir={str(self.logdir)!r}, last_step={self.last_step})"

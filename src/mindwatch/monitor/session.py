@@ -26,6 +26,7 @@ from mindwatch.events.summaries import (
     import_text_support,
 )
 from mindwatch.events.writer import EventFileWriter, LogDirError, PathLike, absolute_logdir
+from mindwatch.hardware.telemetry import HardwareTelemetry, open_telemetry
 from mindwatch.metrics.derived import StepRates
 from mindwatch.metrics.hparams import HParamValue
 from mindwatch.metrics.steps import LocalSteps
@@ -99,6 +100,15 @@ def open_run(
         run_info=run_info,
         local=local,
     )
+    # Started once the run folder is claimed (nothing to stop if claiming fails).
+    telemetry = session.telemetry = open_telemetry(
+        config.hardware, session.logdir, rank=rank, record=session.record
+    )
+    if telemetry is not None:
+        if plan.aggregator is not None:  # the interval's last step, on every rank
+            plan.aggregator.telemetry = telemetry
+        else:
+            local.telemetry = telemetry
     return session, plan.open(session.pipeline, rates, session.record)
 
 
@@ -173,6 +183,7 @@ class RunSession:
         self.hparams: dict[str, HParamValue] = {}
         self.hparams_written = False
         self._start_time = time.time()
+        self.telemetry: Optional[HardwareTelemetry] = None  # open_run starts it
 
     @property
     def writes_shared(self) -> bool:
@@ -261,6 +272,8 @@ class RunSession:
         def left() -> Optional[float]:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
+        if self.telemetry is not None:
+            self.telemetry.close()  # its latest sample still joins the last steps
         route.close(communicate=communicate, timeout=left())
         status = self.end(error, last_step)
         self.pipeline.sync(left())

@@ -6,7 +6,10 @@ writes a custom-scalars layout (TensorBoard's stock ``custom_scalars`` plugin) w
 first category answers "is training healthy?": the training loss, the evaluation
 metrics, the learning rate, the gradient norm and the throughput, in that order; then
 the spread across ranks as bands (mean, min to max) and the step timings.
-``mindwatch tensorboard`` opens that dashboard.
+``mindwatch tensorboard`` opens that dashboard. Last comes "Hardware": the sampler's
+curves (``hw/...``: process CPU, host and device memory, memory growth, disk and
+network), laid out from the config since the first sample arrives a period after the
+first step.
 
 The layout is built from the tags of the first step the run writes, so it shows only
 curves the run has (evaluation metrics come later and are matched by ``^eval/``).
@@ -26,7 +29,7 @@ from typing import Any
 
 from mindwatch.metrics.tags import TAGS
 
-__all__ = ["HEALTH_CATEGORY", "first_screen_layout"]
+__all__ = ["HARDWARE_CATEGORY", "HEALTH_CATEGORY", "first_screen_layout"]
 
 HEALTH_CATEGORY = "Is training healthy?"
 _RANKS_CATEGORY = "Across ranks (mean, band from min to max)"
@@ -47,6 +50,16 @@ _TIMING = tuple(
     TAGS[key] for key in ("step_time_ms", "compute_ms", "data_wait_ms", "tflops_per_device", "mfu")
 )
 _SPREAD = ("_mean", "_min", "_max")
+HARDWARE_CATEGORY = "Hardware"
+# (chart title, regexes): the sampler's first values arrive a period after the first
+# step, so these charts are laid out from the config, not from the first step's tags.
+# On the global run of a reduced job the ranks/ lines give the spread across ranks.
+_HOST_CHARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("process CPU % (100 = one core)", (r"^hw/cpu_percent$", r"^ranks/cpu_percent_(min|max)$")),
+    ("memory MB", (r"^hw/(rss_mb|host_mem_available_mb|device_mem_[a-z]+_mb)$",)),
+    ("memory growth MB/min, per rank", (r"^hw/rss_growth_mb_per_min$",)),
+    ("disk and network MB/s", (r"^hw/(disk|net)_[a-z]+_mb_s$",)),
+)
 
 
 def _exact(tag: str) -> str:
@@ -56,8 +69,9 @@ def _exact(tag: str) -> str:
     return "^" + re.escape(tag) + ("" if tag.endswith("/") else "$")
 
 
-def first_screen_layout(tags: Iterable[str]) -> Any:
-    """The ``custom_scalar.layout_pb2.Layout`` for a run whose first step logged ``tags``."""
+def first_screen_layout(tags: Iterable[str], *, hardware: bool = False) -> Any:
+    """The ``custom_scalar.layout_pb2.Layout`` for a run whose first step logged ``tags``;
+    ``hardware``: the sampler reads the host counters (a "Hardware" category, last)."""
     from tensorboard.plugins.custom_scalar import layout_pb2
 
     logged = set(tags)
@@ -89,4 +103,8 @@ def first_screen_layout(tags: Iterable[str]) -> Any:
         category = layout.category.add(title=_TIMING_CATEGORY)
         for tag in timing:
             category.chart.add(title=tag).multiline.tag.append(_exact(tag))
+    if hardware:
+        category = layout.category.add(title=HARDWARE_CATEGORY)
+        for title, patterns in _HOST_CHARTS:
+            category.chart.add(title=title).multiline.tag.extend(patterns)
     return layout

@@ -41,11 +41,17 @@ class TensorBoardSink(TypedSink):
     on the writer's thread)."""
 
     def __init__(
-        self, writer: EventFileWriter, name: str = "TensorBoard", *, layout: bool = False
+        self,
+        writer: EventFileWriter,
+        name: str = "TensorBoard",
+        *,
+        layout: bool = False,
+        hardware: bool = False,
     ) -> None:
         self.writer = writer
         self.name = f"{name} ({writer.logdir})"
         self._layout_pending = layout
+        self._hardware = hardware  # the layout's Hardware charts
         if layout:
             import_layout_support()  # here, not on a background thread at exit
 
@@ -57,15 +63,18 @@ class TensorBoardSink(TypedSink):
             return None
         main = place.route == "main"
         name = "TensorBoard" if main and place.rank == 0 else "TensorBoard rank"
-        return cls(place.writer, name, layout=main)
+        hw = config.hardware
+        return cls(place.writer, name, layout=main, hardware=hw.enabled and hw.host)
 
     @handles(StepValues)
     def _step(self, item: StepValues) -> None:
         if self._layout_pending:
             self._layout_pending = False
             tags = [tag for tag, _ in item.values]
+            hardware = self._hardware
             self.writer.add_values_later(
-                0, lambda: [custom_scalars_layout_value(first_screen_layout(tags))]
+                0,
+                lambda: [custom_scalars_layout_value(first_screen_layout(tags, hardware=hardware))],
             )
         self.writer.add_scalars(item.step, item.values, item.wall)
 

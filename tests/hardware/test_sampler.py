@@ -1,0 +1,216 @@
+"""Sampler: its own thread, probes isolated from each other, RSS growth statistics."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from mindwatch.hardware.growth import MAX_PAIRWISE_POINTS, MIN_SAMPLES, growth_stats
+from mindwatch.hardware.host import HostProbe
+from mindwatch.hardware.sampler import HardwareSample, Sampler
+
+GROWTH = "hw/rss_growth_mb_per_min"
+RISING = "hw/rss_rising_share"
+
+
+def wait_for(
+    sampler: Sampler, done: Callable[[HardwareSample], bool], limit_s: float = 20.0
+) -> HardwareSample:
+    """The first sample for which ``done`` holds (a generous limit, never asserted on)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        sample = sampler.latest()
+        if sample is not None and done(sample):
+            return sample
+        time.sleep(0.01)
+    raise AssertionError(f"no such sample within {limit_s} s; latest: {sampler.latest()}")
+
+
+@pytest.fixture
+def counter() -> Callable[[], dict[str, float]]:
+    numbers = itertools.count(1)
+
+    def good() -> dict[str, float]:
+        return {"hw/good": float(next(numbers))}
+
+    return good
+
+
+def test_probes_run_on_the_samplers_thread_not_the_callers(
+    counter: Callable[[], dict[str, float]],
+) -> None:
+    threads: list[str] = []
+
+    def where() -> dict[str, float]:
+        threads.append(threading.current_thread().name)
+        return {}
+
+    with Sampler({"good": counter, "where": where}, 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 3)
+    assert threading.current_thread().name not in threads
+    assert sample.values["hw/good"] >= 3
+    assert sample.wall_time == pytest.approx(time.time(), abs=60)
+    with pytest.raises(TypeError):
+        sample.values["hw/good"] = 0.0  # type: ignore[index]
+
+
+def test_a_failing_and_a_slow_probe_cost_one_warning_each(
+    counter: Callable[[], dict[str, float]], caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+
+    def broken() -> dict[str, float]:
+        raise RuntimeError("no device")
+
+    def slow() -> dict[str, float]:  # like npu-smi taking 2 s against a shorter period
+        release.wait(2.0)
+        return {"hw/slow": 1.0}
+
+    with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler"):
+        sampler = Sampler([counter, broken, slow], 0.05)
+        first = wait_for(sampler, lambda s: s.seq >= 3)
+        later = wait_for(sampler, lambda s: s.seq >= first.seq + 10)
+        started = time.monotonic()
+        sampler.close()
+        closing = time.monotonic() - started
+        release.set()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "'broken' failed" in m]) == 1, messages
+    assert len([m for m in messages if "'slow' took longer" in m]) == 1, messages
+    assert "no device" in "\n".join(messages)
+    assert later.values["hw/good"] > first.values["hw/good"]
+    assert "hw/slow" not in later.values
+    assert sampler.warnings["error:broken"] >= 10
+    assert sampler.warnings["slow:slow"] >= 1
+    assert closing < 5
+
+
+def test_close_returns_promptly_with_a_probe_stuck_in_a_call() -> None:
+    stuck = threading.Event()
+
+    def hung() -> dict[str, float]:
+        stuck.wait(30)
+        return {}
+
+    sampler = Sampler({"hung": hung}, 0.05)
+    time.sleep(0.1)
+    started = time.monotonic()
+    sampler.close(timeout=0.5)
+    assert time.monotonic() - started < 5
+    stuck.set()
+
+
+def test_keys_without_the_prefix_get_it_and_non_numbers_are_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def device() -> dict[str, float]:
+        return {"device_mem_allocated_mb": 12, "hw/x": "n/a"}  # type: ignore[dict-item]
+
+    with caplog.at_level(logging.WARNING), Sampler([device], 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 3)
+    assert dict(sample.values) == {"hw/device_mem_allocated_mb": 12.0}
+    assert len([r for r in caplog.records if "not a number" in r.getMessage()]) == 1
+
+
+def test_the_sample_is_replaced_whole_not_changed(
+    counter: Callable[[], dict[str, float]],
+) -> None:
+    with Sampler([counter], 0.02) as sampler:
+        first = wait_for(sampler, lambda s: s.seq >= 1)
+        seen = first.values["hw/good"]
+        wait_for(sampler, lambda s: s.seq > first.seq + 2)
+    assert first.values["hw/good"] == seen
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf")])
+def test_a_period_that_is_no_duration_is_refused(bad: float) -> None:
+    with pytest.raises(ValueError, match="period_s"):
+        Sampler([], bad)
+
+
+# -- growth statistics on synthetic series -------------------------------------------------
+
+
+def test_a_steady_growth_has_its_slope_and_rises_every_step() -> None:
+    times = [5.0 * i for i in range(20)]
+    stats = growth_stats(times, [100 + 0.5 * t for t in times])  # 0.5 MB/s
+    assert stats is not None
+    assert stats.per_minute == pytest.approx(30.0)
+    assert stats.rising_share == 1.0
+
+
+def test_a_flat_series_has_no_growth() -> None:
+    stats = growth_stats([float(i) for i in range(10)], [500.0] * 10)
+    assert stats == (0.0, 0.0)
+
+
+def test_noise_around_a_level_has_a_small_slope_and_rises_about_half_the_time() -> None:
+    rng = np.random.default_rng(7)
+    times = [5.0 * i for i in range(60)]
+    stats = growth_stats(times, list(800 + rng.normal(0, 20, len(times))))
+    assert stats is not None
+    assert abs(stats.per_minute) < 5  # vs a noise of 20 MB on each sample
+    assert 0.3 < stats.rising_share < 0.75
+
+
+def test_one_jump_does_not_make_a_flat_series_grow() -> None:
+    values = [300.0] * 30
+    values[12] = 5000.0  # one spike: a least-squares line would tilt
+    stats = growth_stats([float(i) for i in range(30)], values)
+    assert stats is not None
+    assert stats.per_minute == 0.0
+
+
+def test_fewer_than_six_samples_give_nothing() -> None:
+    assert MIN_SAMPLES == 6
+    assert growth_stats([0.0, 1, 2, 3, 4], [1.0, 2, 3, 4, 5]) is None
+    assert growth_stats([0.0, 1, 2, 3, 4, 5], [1.0, 2, 3, 4, 5, 6]) is not None
+
+
+def test_a_long_window_is_thinned_and_keeps_its_slope() -> None:
+    times = [0.1 * i for i in range(5 * MAX_PAIRWISE_POINTS)]
+    stats = growth_stats(times, [2.0 * t for t in times])
+    assert stats is not None
+    assert stats.per_minute == pytest.approx(120.0)
+
+
+def test_the_sampler_gives_growth_only_once_the_window_holds_six_samples() -> None:
+    rss = itertools.count(100)
+    seen: list[HardwareSample] = []
+
+    def fake_rss() -> dict[str, float]:
+        return {"hw/rss_mb": float(next(rss))}
+
+    with Sampler([fake_rss], 0.02, growth_window_s=30) as sampler:
+        while len(seen) < 8:
+            sample = wait_for(sampler, lambda s: not seen or s.seq > seen[-1].seq)
+            seen.append(sample)
+    for sample in seen:
+        assert (GROWTH in sample.values) == (sample.seq >= MIN_SAMPLES), sample
+    assert seen[-1].values[GROWTH] > 0
+    assert seen[-1].values[RISING] == 1.0
+
+
+def test_a_process_holding_more_and_more_arrays_shows_a_leak(tmp_path: Path) -> None:
+    held: list[np.ndarray[Any, Any]] = []
+    with Sampler([HostProbe(tmp_path)], 0.1, growth_window_s=1.5) as sampler:
+        first = wait_for(sampler, lambda s: s.seq >= 1)
+        deadline = time.monotonic() + 20  # a bound on memory, never asserted on
+        sample = first
+        while time.monotonic() < deadline and len(held) < 800:
+            held.append(np.ones(1 << 17))  # 1 MB, written: resident
+            time.sleep(0.01)
+            latest = sampler.latest()
+            if latest is not None and latest.seq >= first.seq + 12 and GROWTH in latest.values:
+                sample = latest
+                break
+    assert GROWTH in sample.values, sample
+    assert sample.values[GROWTH] > 0
+    assert sample.values[RISING] >= 0.8

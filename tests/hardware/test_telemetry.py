@@ -1,0 +1,71 @@
+"""The sampler's values on the training timeline: one point per period on one process,
+the interval's last step on every rank under reduction (spread and outlier rank)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from mindwatch import Monitor
+from tests.aggregate.test_multirank import run_ranks
+from tests.tbread import scalars
+
+QUIET = {"print_every": 0, "flush_secs": 0.2}
+
+
+def test_one_process_gets_one_point_per_period(tmp_path: Path) -> None:
+    with Monitor(tmp_path, {**QUIET, "hardware": {"period_s": 0.5}}) as mon:
+        assert mon.telemetry is not None
+        start = time.monotonic()
+        step = 0
+        while time.monotonic() - start < 2.6:
+            step += 1
+            mon.log_step(step, loss=1.0)
+            time.sleep(0.002)
+    curves = scalars(tmp_path)
+    rss = curves["hw/rss_mb"]
+    # Published from one period after the start, then one point per period at most.
+    assert 2 <= len(rss) <= 5
+    assert rss[0][0] > 1  # not the first step: the first sample comes a period later
+    walls = [e.wall_time for e in _events(tmp_path, "hw/rss_mb")]
+    assert all(b - a >= 0.45 for a, b in zip(walls, walls[1:]))
+    facts = json.loads((tmp_path / "run.json").read_text())["hardware"]
+    assert facts["period_s"] == 0.5
+    assert facts["sources"]["host"] == "psutil"
+
+
+def test_ranks_report_at_the_interval_end_with_the_spread_and_the_outlier(tmp_path: Path) -> None:
+    def body(mon: Monitor, rank: int) -> None:
+        assert mon.telemetry is not None
+        # A probe of this rank's own (the simulated ranks share one process's counters).
+        mon.telemetry.add_probe("card", lambda: {"hw/npu_temp_c": 40.0 + 25.0 * rank}, "test")
+        with mon:
+            for step in range(1, 121):
+                mon.log_step(step, loss=1.0, samples=8)
+                time.sleep(0.01)
+
+    config = {"aggregate_every": 20, "per_rank": True, "hardware": {"period_s": 0.5}}
+    run_ranks(2, tmp_path, body, config=config)
+    curves = scalars(tmp_path)
+    temps = curves["hw/npu_temp_c"]
+    assert temps
+    assert all(step % 20 == 0 for step, _ in temps)
+    assert {v for _, v in temps} == {65.0}  # the hottest rank
+    assert {v for _, v in curves["ranks/npu_temp_c_argmax"]} == {1.0}
+    assert {v for _, v in curves["ranks/npu_temp_c_min"]} == {40.0}
+    own = scalars(tmp_path / "rank_1")["hw/npu_temp_c"]
+    assert {v for _, v in own} == {65.0}
+
+
+def test_hardware_off_starts_no_sampler(tmp_path: Path) -> None:
+    with Monitor(tmp_path, {**QUIET, "hardware": {"enabled": False}}) as mon:
+        assert mon.telemetry is None
+        mon.log_step(1, loss=1.0)
+    assert "hardware" not in json.loads((tmp_path / "run.json").read_text())
+
+
+def _events(logdir: Path, tag: str) -> list:  # type: ignore[type-arg]
+    from tests.tbread import accumulator
+
+    return list(accumulator(logdir).Scalars(tag))
