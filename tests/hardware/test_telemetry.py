@@ -69,3 +69,50 @@ def _events(logdir: Path, tag: str) -> list:  # type: ignore[type-arg]
     from tests.tbread import accumulator
 
     return list(accumulator(logdir).Scalars(tag))
+
+
+def _npu_smi(tmp_path: Path, body: str) -> str:
+    exe = tmp_path / "bin" / "npu-smi"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_npu_values_from_npu_smi_reach_tensorboard(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    table = Path(__file__).parent.parent / "fixtures" / "npu_smi" / "310p-24.1.0.1-info.txt"
+    # The recorded table's NPU 1; logical device 1 is its chip 0 (as `npu-smi info -m`
+    # prints it on a two-card host).
+    mapping = tmp_path / "mapping.txt"
+    mapping.write_text("NPU ID  Chip ID  Chip Logic ID  Chip Name\n1 0 1 Ascend 310P3\n")
+    exe = _npu_smi(tmp_path, f'if [ "$2" = "-m" ]; then cat {mapping}; else cat {table}; fi\n')
+    monkeypatch.setenv("DEVICE_ID", "1")  # what msrun exports to this rank
+    config = {**QUIET, "hardware": {"period_s": 0.5, "npu_smi_path": exe}}
+    with Monitor(tmp_path / "run", config) as mon:
+        for step in range(1, 150):
+            mon.log_step(step, loss=1.0)
+            time.sleep(0.01)
+    curves = scalars(tmp_path / "run")
+    assert {v for _, v in curves["hw/npu_hbm_used_mb"]} == {16302.0}  # NPU 1, chip 0
+    assert {v for _, v in curves["hw/npu_temp_c"]} == {62.0}
+    facts = json.loads((tmp_path / "run" / "run.json").read_text())["hardware"]
+    assert facts["sources"]["npu_smi"] == "npu-smi, device 1"
+    assert facts["device_id"] == 1
+
+
+def test_a_hanging_npu_smi_costs_a_warning_and_never_stalls_logging(
+    tmp_path: Path,
+    caplog,  # type: ignore[no-untyped-def]
+) -> None:
+    exe = _npu_smi(tmp_path, "sleep 600\n")
+    config = {**QUIET, "hardware": {"period_s": 0.5, "npu_smi_path": exe, "npu_smi_timeout_s": 1}}
+    with Monitor(tmp_path / "run", config) as mon:
+        for step in range(1, 150):
+            mon.log_step(step, loss=1.0)
+            time.sleep(0.01)
+    curves = scalars(tmp_path / "run")
+    assert len(curves["train/loss"]) == 149
+    assert curves["hw/rss_mb"]  # the host probe went on
+    assert not [tag for tag in curves if tag.startswith("hw/npu_")]
+    slow = [r for r in caplog.records if "npu" in r.getMessage()]
+    assert 1 <= len(slow) <= 2  # the probe past its budget, and npu-smi killed

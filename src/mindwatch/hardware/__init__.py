@@ -8,7 +8,7 @@ the training thread only takes the latest sample.
   the latest :class:`HardwareSample`, and per-rank RSS growth;
 * :mod:`.growth`: :func:`growth_stats`, the Theil-Sen slope and rising share;
 * :mod:`.npu_smi`: :class:`NpuSmi`, an Ascend NPU's table from ``npu-smi`` (parsed and
-  tested on recorded outputs; not sampled yet);
+  tested on recorded outputs);
 * :mod:`.telemetry`: :class:`HardwareTelemetry`, the sampler as a rank's steps see it
   (the ``hardware:`` section, :class:`~mindwatch.config.HardwareSettings`, builds it).
 """

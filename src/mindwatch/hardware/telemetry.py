@@ -1,8 +1,9 @@
 """A rank's telemetry as its steps see it: the sampler, its probes, the latest sample.
 
 :func:`open_telemetry` builds the probes the ``hardware`` section asks for (the host
-counters) and starts the sampler thread. The steps read its latest sample, never a
-probe (:class:`~mindwatch.metrics.steps.Telemetry`):
+counters; ``npu-smi`` where it exists, for this rank's device) and starts the sampler
+thread. The steps read its latest sample, never a probe
+(:class:`~mindwatch.metrics.steps.Telemetry`):
 
 * :meth:`HardwareTelemetry.latest` under reduction: every rank's latest sample joins
   the last step of every interval (:class:`~mindwatch.aggregate.Aggregator`);
@@ -14,10 +15,9 @@ network MB/s) need two reads, and a run shorter than one period gets no ``hw/`` 
 rather than a half-empty first point.
 
 The framework adapter adds what only it can read (:meth:`HardwareTelemetry.add_probe`:
-MindSpore's device memory) and this rank's device (:meth:`use_device`). The sources
-in use go to ``run.json`` (``hardware``), with the node (host name) and device id.
-An Ascend NPU's own counters (``npu-smi``) are not read yet
-(``docs/dev/cluster-health.md``).
+MindSpore's device memory) and this rank's device (:meth:`use_device`: the npu-smi
+probe follows it). The sources in use, or why one gives nothing, go to ``run.json``
+(``hardware``), with the node (host name) and device id.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from mindwatch.config.hardware import HardwareSettings
+from mindwatch.hardware import npu_smi
 from mindwatch.hardware.host import HostProbe
 from mindwatch.hardware.sampler import Sampler
 
@@ -67,6 +68,8 @@ class HardwareTelemetry:
             probes["host"] = HostProbe(path)
             self.sources["host"] = "psutil"
         self._sampler = Sampler(probes, settings.period_s, growth_window_s=settings.growth_window_s)
+        if settings.npu_smi:
+            self._use_npu_smi()
         self._write_facts()
 
     # ------------------------------------------------------------ set-up (any thread)
@@ -78,10 +81,26 @@ class HardwareTelemetry:
         self._write_facts()
 
     def use_device(self, device_id: Optional[int], kind: str) -> None:
-        """This rank's logical device (the framework's device id) and its kind."""
+        """This rank's logical device (the framework's device id) and its kind; the
+        npu-smi probe follows the device id."""
+        moved = device_id != self.device_id
         self.device_id = device_id
         self.sources["device"] = kind
+        if moved and self.settings.npu_smi:
+            self._use_npu_smi()
         self._write_facts()
+
+    def _use_npu_smi(self) -> None:
+        """Sample npu-smi for this rank's device, if npu-smi exists (else say so once,
+        in run.json: absent is not an error)."""
+        executable = self.settings.npu_smi_path or "npu-smi"
+        if not npu_smi.available(executable):
+            self.sources["npu_smi"] = "not found (no Ascend NPU telemetry)"
+            return
+        device = self.device_id if self.device_id is not None else 0
+        reader = npu_smi.NpuSmi(device, executable, timeout=self.settings.npu_smi_timeout_s)
+        self._sampler.add_probe("npu_smi", reader.read)  # it replaces an earlier device's
+        self.sources["npu_smi"] = f"npu-smi, device {device}"
 
     def _write_facts(self) -> None:
         if self._record is not None:

@@ -8,8 +8,8 @@ metrics, the learning rate, the gradient norm and the throughput, in that order;
 the spread across ranks as bands (mean, min to max) and the step timings.
 ``mindwatch tensorboard`` opens that dashboard. Last comes "Hardware": the sampler's
 curves (``hw/...``: process CPU, host and device memory, memory growth, disk and
-network), laid out from the config since the first sample arrives a period after the
-first step.
+network; NPU AICore, HBM, temperature, power and health where npu-smi exists), laid
+out from the config since the first sample arrives a period after the first step.
 
 The layout is built from the tags of the first step the run writes, so it shows only
 curves the run has (evaluation metrics come later and are matched by ``^eval/``).
@@ -60,6 +60,13 @@ _HOST_CHARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("memory growth MB/min, per rank", (r"^hw/rss_growth_mb_per_min$",)),
     ("disk and network MB/s", (r"^hw/(disk|net)_[a-z]+_mb_s$",)),
 )
+_NPU_CHARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("NPU AICore %", (r"^hw/npu_aicore_pct$", r"^ranks/npu_aicore_pct_(min|max)$")),
+    ("NPU HBM used %", (r"^hw/npu_hbm_used_pct$",)),
+    ("NPU temperature (C)", (r"^hw/npu_temp_c$",)),
+    ("NPU power (W)", (r"^hw/npu_power_w$",)),
+    ("NPU health (0 = OK)", (r"^hw/npu_health$",)),
+)
 
 
 def _exact(tag: str) -> str:
@@ -69,9 +76,10 @@ def _exact(tag: str) -> str:
     return "^" + re.escape(tag) + ("" if tag.endswith("/") else "$")
 
 
-def first_screen_layout(tags: Iterable[str], *, hardware: bool = False) -> Any:
+def first_screen_layout(tags: Iterable[str], *, host: bool = False, npu: bool = False) -> Any:
     """The ``custom_scalar.layout_pb2.Layout`` for a run whose first step logged ``tags``;
-    ``hardware``: the sampler reads the host counters (a "Hardware" category, last)."""
+    ``host`` / ``npu``: the sampler reads the host counters / npu-smi (a "Hardware"
+    category, after the others)."""
     from tensorboard.plugins.custom_scalar import layout_pb2
 
     logged = set(tags)
@@ -103,8 +111,9 @@ def first_screen_layout(tags: Iterable[str], *, hardware: bool = False) -> Any:
         category = layout.category.add(title=_TIMING_CATEGORY)
         for tag in timing:
             category.chart.add(title=tag).multiline.tag.append(_exact(tag))
-    if hardware:
+    charts = (_HOST_CHARTS if host else ()) + (_NPU_CHARTS if npu else ())
+    if charts:
         category = layout.category.add(title=HARDWARE_CATEGORY)
-        for title, patterns in _HOST_CHARTS:
+        for title, patterns in charts:
             category.chart.add(title=title).multiline.tag.extend(patterns)
     return layout

@@ -11,6 +11,7 @@ TensorBoard's first screen (:mod:`mindwatch.sinks.board_layout`).
 
 from __future__ import annotations
 
+import shutil
 from typing import TYPE_CHECKING, Optional, Union
 
 from mindwatch.events.summaries import custom_scalars_layout_value, import_layout_support
@@ -46,12 +47,12 @@ class TensorBoardSink(TypedSink):
         name: str = "TensorBoard",
         *,
         layout: bool = False,
-        hardware: bool = False,
+        hardware: tuple[bool, bool] = (False, False),
     ) -> None:
         self.writer = writer
         self.name = f"{name} ({writer.logdir})"
         self._layout_pending = layout
-        self._hardware = hardware  # the layout's Hardware charts
+        self._hardware = hardware  # (host, npu): the layout's Hardware charts
         if layout:
             import_layout_support()  # here, not on a background thread at exit
 
@@ -64,17 +65,21 @@ class TensorBoardSink(TypedSink):
         main = place.route == "main"
         name = "TensorBoard" if main and place.rank == 0 else "TensorBoard rank"
         hw = config.hardware
-        return cls(place.writer, name, layout=main, hardware=hw.enabled and hw.host)
+        host = hw.enabled and hw.host
+        npu = hw.enabled and hw.npu_smi and shutil.which(hw.npu_smi_path or "npu-smi") is not None
+        return cls(place.writer, name, layout=main, hardware=(host, npu))
 
     @handles(StepValues)
     def _step(self, item: StepValues) -> None:
         if self._layout_pending:
             self._layout_pending = False
             tags = [tag for tag, _ in item.values]
-            hardware = self._hardware
+            host, npu = self._hardware
             self.writer.add_values_later(
                 0,
-                lambda: [custom_scalars_layout_value(first_screen_layout(tags, hardware=hardware))],
+                lambda: [
+                    custom_scalars_layout_value(first_screen_layout(tags, host=host, npu=npu))
+                ],
             )
         self.writer.add_scalars(item.step, item.values, item.wall)
 
