@@ -54,6 +54,14 @@ class LocalGroup:
         self._barrier.wait(self.timeout)  # everyone has read before anyone writes again
         return result
 
+    def _all_reduce(self, rank: int, vector: Floats, op: str) -> Floats:
+        if op not in ("sum", "max"):
+            raise ValueError(f"all_reduce op must be 'sum' or 'max', got {op!r}")
+        stacked = self._all_gather(rank, vector)
+        with np.errstate(invalid="ignore", over="ignore"):
+            out: Floats = stacked.sum(axis=0) if op == "sum" else stacked.max(axis=0)
+        return out
+
 
 class LocalCollective:
     """One simulated rank's view of a :class:`LocalGroup` (a ``Collective``)."""
@@ -65,6 +73,9 @@ class LocalCollective:
 
     def all_gather(self, vector: Floats) -> Floats:
         return self._group._all_gather(self.rank, vector)
+
+    def all_reduce(self, vector: Floats, op: str) -> Floats:
+        return self._group._all_reduce(self.rank, vector, op)
 
 
 class MemorySink:

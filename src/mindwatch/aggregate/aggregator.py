@@ -3,11 +3,12 @@
 On the training thread a step costs one list append (:meth:`Aggregator.add`). Every
 *interval* steps (:meth:`Aggregator.step_end`) the buffered steps go to the collective
 thread, where they get their local derived values (``prepare``: step time,
-throughput, ...: each rank's from its own clock), travel in one all-gather
-(:mod:`mindwatch.aggregate.packing`), and rank 0 emits one exact point per step and
-metric, reduced as the metric declares (:mod:`mindwatch.aggregate.reductions`), plus
-the spread across ranks, into its :class:`ReducedOutput` (the pipeline's ``MAIN``
-route). With per-rank output, every rank also emits its own values (``RANK``).
+throughput, ...: each rank's from its own clock), are reduced in four all-reduces whose
+size does not grow with the world (:mod:`mindwatch.aggregate.allreduce`), and rank 0
+emits one point per step and metric (float32 precision), reduced as the metric
+declares (:mod:`mindwatch.aggregate.reductions`), plus the spread across ranks, into
+its :class:`ReducedOutput` (the pipeline's ``MAIN`` route). With per-rank output, every
+rank also emits its own values (``RANK``).
 
 The interval is the same on every rank by construction: it is fixed in the config, or
 (``auto``) agreed in the gather itself, every rank proposing the interval that keeps
@@ -47,15 +48,9 @@ from typing import Any, Callable, Optional, Protocol, Union
 import numpy as np
 import numpy.typing as npt
 
+from mindwatch.aggregate.allreduce import SAMPLES, TOKENS, Reduced, finish, layout_size, reduce_all
 from mindwatch.aggregate.collective import AggregationError, Collective, CollectiveGuard
-from mindwatch.aggregate.gathered import SAMPLES, TOKENS, reduce_gathered
-from mindwatch.aggregate.packing import (
-    FLAG_STOP,
-    CorruptSliceError,
-    needed,
-    pack,
-    read_header,
-)
+from mindwatch.aggregate.packing import FLAG_STOP, CorruptSliceError
 from mindwatch.aggregate.reductions import ReductionTable
 from mindwatch.common.waits import finite_seconds
 from mindwatch.common.warn import WarnOnce
@@ -93,7 +88,7 @@ _HANDOVER_WAIT = 60.0
 
 @dataclass
 class _Gathered:
-    gathered: Floats
+    reduced: Reduced
     tags: list[str]
     rows: list[Row]
     interval: int
@@ -193,7 +188,7 @@ class Aggregator:
         self._round = 0  # reductions issued, the same count on every rank
         self._handed_over = False  # a reduction's writing may still be under way
         # Room for a typical interval; a rank that needs more says so and all resend.
-        self._capacity = needed(_START_CAPACITY_TAGS, min(self.every, 2 * AUTO_START))
+        self._capacity = layout_size(min(self.every, 2 * AUTO_START), _START_CAPACITY_TAGS)
         self._cost: Optional[float] = None  # seconds per reduction, smoothed
         self._step_secs: Optional[float] = None
         self.reductions = 0
@@ -431,12 +426,12 @@ class Aggregator:
     # ---------------------------------------------------------------- collective thread
 
     def _gather(self, rows: list[Row], proposal: int, round_no: int, flags: int) -> _Gathered:
-        """Pack, all-gather (twice if a rank needs more room), check; the agreed interval."""
+        """The four all-reduces (:mod:`mindwatch.aggregate.allreduce`); the agreed interval."""
         tags: list[str] = []
         seen: set[str] = set()
-        packed_rows: list[dict[str, float]] = []
+        packed: list[tuple[int, dict[str, float]]] = []
         table = self.table
-        for _, _, values, samples, tokens, _ in rows:
+        for step, _, values, samples, tokens, _ in rows:
             row = {tag: value for tag, value in values if table[tag].communicated}
             if samples is not None:
                 row[SAMPLES] = samples
@@ -446,38 +441,21 @@ class Aggregator:
                 if tag not in seen:
                     seen.add(tag)
                     tags.append(tag)
-            packed_rows.append(row)
-
-        def all_gather() -> Floats:
-            vector = pack(
-                self.rank,
-                round_no=round_no,
-                tags=tags,
-                steps=[r[0] for r in rows],
-                walls=[r[1] for r in rows],
-                rows=packed_rows,
-                capacity=self._capacity,
-                proposal=proposal,
-                flags=flags,
-            )
-            got = np.asarray(self.collective.all_gather(vector), dtype=np.float64)
-            if got.shape != (self.world_size, self._capacity):
-                raise CorruptSliceError(
-                    f"all_gather returned shape {got.shape}, expected "
-                    f"{(self.world_size, self._capacity)}"
-                )
-            return got
-
-        gathered = all_gather()
-        headers = [read_header(gathered, r, round_no) for r in range(self.world_size)]
-        largest = max(h.needed for h in headers)
-        if largest > gathered.shape[1]:  # someone had more to say: everyone resends
-            self._capacity = largest + largest // 2
-            gathered = all_gather()
-            for r in range(self.world_size):
-                read_header(gathered, r, round_no)
-        stop = any(h.flags & FLAG_STOP for h in headers)  # the same on every rank
-        return _Gathered(gathered, tags, rows, max(h.proposal for h in headers), stop)
+            packed.append((step, row))
+        reduced, self._capacity = reduce_all(
+            self.collective.all_reduce,
+            rank=self.rank,
+            world=self.world_size,
+            round_no=round_no,
+            capacity=self._capacity,
+            proposal=proposal,
+            stop=bool(flags & FLAG_STOP),
+            rows=packed,
+            tags=tags,
+            table=table,
+        )
+        layout = reduced.layout
+        return _Gathered(reduced, tags, rows, layout.proposal, layout.stop)
 
     def _write(self, pending: _Gathered) -> None:
         """After a successful gather (collective thread): emit global and local points."""
@@ -497,7 +475,7 @@ class Aggregator:
         self, pending: _Gathered
     ) -> list[tuple[int, Values, float, Optional[float]]]:
         """Rank 0's rows with every communicated metric reduced, plus the spreads."""
-        return reduce_gathered(pending.gathered, pending.rows, pending.tags, self.table)
+        return finish(pending.reduced, pending.rows, pending.tags, self.table)
 
     def _write_local(self, rows: Sequence[Row]) -> None:
         """This rank's own values of the metrics that differ between ranks (RANK)."""

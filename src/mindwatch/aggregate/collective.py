@@ -1,8 +1,7 @@
 """The one collective mindwatch needs, and a guard that keeps it from hanging training.
 
-mindwatch only ever calls ``all_gather``: each rank contributes one flat float64
-vector, every rank gets the ``(world, n)`` stack. Mean, sum, max, min and the outlier
-rank are all computed from it with numpy, so one call serves every metric. Any
+mindwatch calls ``all_reduce`` (sum or max of one flat vector per rank) every interval,
+and ``all_gather`` once at start-up (:mod:`mindwatch.aggregate.allreduce` says why). Any
 framework can provide it (:class:`Collective`); the MindSpore one is
 ``mindwatch.mindspore.MindSporeCollective``, and ``mindwatch.testing.LocalGroup``
 simulates one with threads.
@@ -44,7 +43,13 @@ class Collective(Protocol):
     def world_size(self) -> int: ...
 
     def all_gather(self, vector: Floats) -> Floats:
-        """Every rank's ``vector`` (all of the same length), stacked: ``(world, n)``."""
+        """Every rank's ``vector`` (all of the same length), stacked: ``(world, n)``.
+        Start-up only (one-off per-rank facts): its size grows with the world."""
+        ...
+
+    def all_reduce(self, vector: Floats, op: str) -> Floats:
+        """The element-wise ``op`` ("sum" or "max") of every rank's ``vector`` (all of
+        the same length); float32 precision is enough (integers stay below 2^24)."""
         ...
 
 

@@ -95,6 +95,20 @@ class MindSporeCollective:
         stacked: Floats = np.ascontiguousarray(out.reshape(self.world_size, -1)).view(np.float64)
         return stacked
 
+    def all_reduce(self, vector: Floats, op: str) -> Floats:
+        """``mindspore.ops.communication.all_reduce`` in float32: on CPU (2.10) float64
+        all-reduce fails ("AllReduce failed", measured under msrun from a helper thread),
+        float32 sum and max work; mindwatch keeps its integers below 2^24 for it."""
+        from mindspore.ops import communication
+
+        if op not in ("sum", "max"):
+            raise ValueError(f"all_reduce op must be 'sum' or 'max', got {op!r}")
+        with np.errstate(over="ignore"):
+            tensor = Tensor(np.ascontiguousarray(vector, dtype=np.float32))
+        communication.all_reduce(tensor, op)  # in place
+        out: Floats = tensor.asnumpy().astype(np.float64)
+        return out
+
     @staticmethod
     def available() -> bool:
         """Whether MindSpore's communication is initialised in this process."""
