@@ -23,7 +23,6 @@ probe follows it). The sources in use, or why one gives nothing, go to ``run.jso
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from mindwatch.config.hardware import HardwareSettings
 from mindwatch.hardware import npu_smi
 from mindwatch.hardware.host import HostProbe
 from mindwatch.hardware.sampler import Sampler
+from mindwatch.run.ranks import env_device_id
 
 __all__ = ["HardwareTelemetry", "open_telemetry"]
 
@@ -61,7 +61,7 @@ class HardwareTelemetry:
         self._lock = threading.Lock()
         self._next_due: Optional[float] = None
         self.node = socket.gethostname()
-        self.device_id: Optional[int] = _env_device_id()
+        self.device_id: Optional[int] = env_device_id()
         self.sources: dict[str, str] = {}
         probes: dict[str, Probe] = {}
         if settings.host:
@@ -135,11 +135,6 @@ class HardwareTelemetry:
     def close(self) -> None:
         """Stop sampling (the latest sample stays readable for the last steps)."""
         self._sampler.close()
-
-
-def _env_device_id() -> Optional[int]:
-    raw = os.environ.get("DEVICE_ID", "").strip()
-    return int(raw) if raw.isdigit() else None
 
 
 def open_telemetry(

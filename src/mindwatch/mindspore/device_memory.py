@@ -10,8 +10,9 @@ measurement.
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Optional
+
+from mindwatch.run.ranks import env_device_id
 
 __all__ = ["device_id", "device_memory_probe", "device_target"]
 
@@ -31,9 +32,9 @@ def device_target() -> str:
 def device_id() -> Optional[int]:
     """This rank's logical device id (what ``npu-smi info -m`` lists as the logical id):
     the ``DEVICE_ID`` msrun exports to each worker, else MindSpore's context."""
-    raw = os.environ.get("DEVICE_ID", "").strip()
-    if raw.isdigit():
-        return int(raw)
+    found_in_env = env_device_id()
+    if found_in_env is not None:
+        return found_in_env
     try:
         import mindspore as ms
 

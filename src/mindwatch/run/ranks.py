@@ -7,7 +7,7 @@ import os
 import re
 from typing import Optional
 
-__all__ = ["env_rank_and_world", "rank_folder", "rank_of_run"]
+__all__ = ["env_device_id", "env_rank_and_world", "rank_folder", "rank_of_run"]
 
 log = logging.getLogger(__name__)
 
@@ -51,3 +51,9 @@ def env_rank_and_world() -> tuple[int, int]:
         )
         return 0, 1
     return rank, size
+
+
+def env_device_id() -> Optional[int]:
+    """This worker's logical device id from ``DEVICE_ID`` (what msrun exports), or None."""
+    raw = os.environ.get("DEVICE_ID", "").strip()
+    return int(raw) if raw.isdigit() else None
