@@ -84,6 +84,8 @@ BUILTIN_REDUCTIONS: dict[str, Reduction] = {
     TAGS["tokens_per_s"]: Reduction("sum"),
     TAGS["tflops_per_device"]: Reduction("mean"),  # per device: the job's average
     TAGS["mfu"]: Reduction("mean"),
+    "straggler/input_wait_ms": Reduction("max"),  # its spread names the slow rank
+    "straggler/step_ms": Reduction("max"),
     "perf/host_peak_rss_mb": Reduction("per_rank"),
     "perf/device_peak_memory_mb": Reduction("per_rank"),
     # Hardware telemetry (mindwatch.hardware): the job is as hot, as full and as leaky as

@@ -23,6 +23,7 @@ from mindwatch.rules.nonfinite import NonFiniteSettings
 from mindwatch.rules.plateau import PlateauSettings
 from mindwatch.rules.spike import SpikeSettings
 from mindwatch.rules.stall import StallSettings
+from mindwatch.rules.straggler import StragglerSettings
 from mindwatch.rules.throughput import ThroughputDropSettings
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "PlateauSettings",
     "SpikeSettings",
     "StallSettings",
+    "StragglerSettings",
     "ThroughputDropSettings",
 ]
 

@@ -66,6 +66,7 @@ from mindspore.train import Callback
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import LogDirError, PathLike, absolute_logdir
+from mindwatch.metrics.straggler import InputWaitMedians
 from mindwatch.metrics.system import host_peak_rss_mb
 from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.actions import LoopActions
@@ -83,6 +84,7 @@ from mindwatch.mindspore.model import grad_norm_hint
 from mindwatch.mindspore.outputs import OutputLayout, output_layout, unpack_outputs
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
+from mindwatch.rules.straggler import StragglerRule
 from mindwatch.run.claim import earlier_run
 from mindwatch.run.lifecycle import EXIT_TIMEOUT_SECS
 
@@ -196,6 +198,12 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._layers = LayerRecorder(self.config)
         self._memory = Every(self.config.memory_every)
         self._device_memory = False
+        straggler = self.config.alerts.rule(StragglerRule)
+        self._input_waits: Optional[InputWaitMedians] = (
+            InputWaitMedians(straggler.interval)
+            if straggler.enabled and self.world_size > 1
+            else None
+        )
         self._actions = LoopActions(self.config, self.rank)
 
     def _folder_has_earlier_run(self) -> bool:
@@ -484,6 +492,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         # In sink mode (Ascend) one call covers several steps.
         previous, self._prev_step = self._prev_step, step
         parts = self._step_parts(step - previous if previous is not None and step > previous else 1)
+        if self._input_waits is not None and "perf/data_wait_ms" in parts:
+            self._input_waits.add(parts["perf/data_wait_ms"], parts["perf/compute_ms"])
         if self._flops_pending:
             self._guarded("model FLOPs", lambda: self._count_flops(cb))
         if self.config.alerts.sample_ids is not None:
@@ -512,6 +522,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         values = self._guarded("loss", lambda: unpack_outputs(cb.get("net_outputs"), self._layout))
         values = values or {}
         values.update(parts)
+        if self._input_waits is not None:
+            values.update(self._input_waits.due())
         if self._lr is not None and not (self._lr_from_outputs and "lr" in values):
             lrs = self._guarded("learning rate", self._lr.read)
             if lrs:

@@ -20,6 +20,7 @@ from mindwatch.rules.nonfinite import NonFiniteRule
 from mindwatch.rules.plateau import PlateauRule
 from mindwatch.rules.spike import SpikeRule
 from mindwatch.rules.stall import StallRule
+from mindwatch.rules.straggler import StragglerRule
 from mindwatch.rules.throughput import ThroughputDropRule
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "PlateauRule",
     "SpikeRule",
     "StallRule",
+    "StragglerRule",
     "ThroughputDropRule",
 ]
 
@@ -45,6 +47,7 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     PlateauRule,
     DivergenceRule,
     ThroughputDropRule,
+    StragglerRule,
     StallRule,
     EvalReboundRule,
     LossScaleCollapseRule,

@@ -1,0 +1,43 @@
+"""The straggler rule on constructed interval values."""
+
+from __future__ import annotations
+
+from mindwatch.rules.straggler import StragglerRule, StragglerSettings
+
+
+def _interval(wait_max: float, wait_min: float, step_ms: float, argmax: int) -> dict[str, float]:
+    return {
+        "straggler/step_ms": step_ms,
+        "ranks/input_wait_ms_max": wait_max,
+        "ranks/input_wait_ms_min": wait_min,
+        "ranks/input_wait_ms_argmax": float(argmax),
+    }
+
+
+def test_names_the_rank_after_persistence_in_intervals_and_time() -> None:
+    rule = StragglerRule(StragglerSettings(interval=10, min_seconds=10.0))
+    found = []
+    for i in range(20):
+        low = i >= 5  # 300 ms steps, 10 per interval: 3 s of training per interval
+        values = _interval(200.0 if low else 2.0, 1.0, 300.0, 1)
+        found += [(i, f) for f in rule.observe(10 * (i + 1), values)]
+    assert len(found) == 1
+    i, finding = found[0]
+    assert i == 5 + 3  # 4 low intervals: 12 s >= 10 s (3 intervals were only 9 s)
+    assert finding.rank == 1
+    assert finding.extra["part"] == "input pipeline"
+    assert finding.value is not None
+    assert finding.value < 0.75
+
+
+def test_healthy_and_short_hiccups_are_quiet() -> None:
+    rule = StragglerRule(StragglerSettings(interval=10))
+    for i in range(50):
+        hiccup = i % 7 == 6  # one slow interval now and then
+        values = _interval(250.0 if hiccup else 3.0, 1.0, 300.0, i % 2)
+        assert rule.observe(10 * (i + 1), values) == []
+
+
+def test_steps_without_interval_values_are_ignored() -> None:
+    rule = StragglerRule(StragglerSettings())
+    assert rule.observe(1, {"perf/data_wait_ms": 500.0}) == []
