@@ -41,3 +41,15 @@ def test_healthy_and_short_hiccups_are_quiet() -> None:
 def test_steps_without_interval_values_are_ignored() -> None:
     rule = StragglerRule(StragglerSettings())
     assert rule.observe(1, {"perf/data_wait_ms": 500.0}) == []
+
+
+def test_one_healthy_interval_inside_a_slow_episode_does_not_reset_it() -> None:
+    rule = StragglerRule(StragglerSettings(interval=10, min_seconds=1.0))
+    pattern = [False] * 4 + [True, True, False, True] + [False] * 5 + [True] * 3
+    found = []
+    for i, low in enumerate(pattern):
+        values = _interval(40.0 if low else 0.5, 0.3, 50.0, 3)
+        found += [(i, f) for f in rule.observe(10 * (i + 1), values)]
+    # 3 low of the last 4 at interval 7; the second episode (after 4 healthy) at 15.
+    assert [(i, f.rank) for i, f in found] == [(7, 3), (15, 3)]
+    assert found[0][1].message.startswith("rank 3 is the straggler")

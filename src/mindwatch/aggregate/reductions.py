@@ -86,6 +86,8 @@ BUILTIN_REDUCTIONS: dict[str, Reduction] = {
     TAGS["mfu"]: Reduction("mean"),
     "straggler/input_wait_ms": Reduction("max"),  # its spread names the slow rank
     "straggler/step_ms": Reduction("max"),
+    "straggler/bench_ms": Reduction("max"),  # the compute micro-benchmark: slowest rank
+    "straggler/bench_individual": Reduction("min"),
     "perf/host_peak_rss_mb": Reduction("per_rank"),
     "perf/device_peak_memory_mb": Reduction("per_rank"),
     # Hardware telemetry (mindwatch.hardware): the job is as hot, as full and as leaky as

@@ -76,6 +76,7 @@ from mindwatch.mindspore.collective import (
     pipeline_loss_ranks,
     rank_and_world_size,
 )
+from mindwatch.mindspore.compute_probe import ComputeBenchmark
 from mindwatch.mindspore.device_memory import device_id, device_memory_probe, device_target
 from mindwatch.mindspore.flops import device_peak_tflops, graph_flops_per_step
 from mindwatch.mindspore.layers import LayerRecorder
@@ -204,6 +205,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             if straggler.enabled and self.world_size > 1
             else None
         )
+        # The compute micro-benchmark, at the same steps on every rank (made at its
+        # first run, once MindSpore's device is set).
+        self._bench_every = straggler.bench_every if self._input_waits is not None else 0
+        self._bench: Optional[ComputeBenchmark] = None
+        self._bench_due = False
         self._actions = LoopActions(self.config, self.rank)
 
     def _folder_has_earlier_run(self) -> bool:
@@ -494,6 +500,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         parts = self._step_parts(step - previous if previous is not None and step > previous else 1)
         if self._input_waits is not None and "perf/data_wait_ms" in parts:
             self._input_waits.add(parts["perf/data_wait_ms"], parts["perf/compute_ms"])
+        every = self._bench_every
+        if every and previous is not None and step // every > previous // every:
+            self._bench_due = True  # crossed a multiple (a sink covers several steps)
         if self._flops_pending:
             self._guarded("model FLOPs", lambda: self._count_flops(cb))
         if self.config.alerts.sample_ids is not None:
@@ -524,6 +533,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         values.update(parts)
         if self._input_waits is not None:
             values.update(self._input_waits.due())
+        if self._bench_due:
+            self._bench_due = False
+            values.update(self._guarded("compute benchmark", self._run_benchmark) or {})
         if self._lr is not None and not (self._lr_from_outputs and "lr" in values):
             lrs = self._guarded("learning rate", self._lr.read)
             if lrs:
@@ -545,6 +557,11 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._maybe_evaluate(step)
         self._guarded("controls", lambda: self._apply_controls(run_context, cb))
         self._last_end = time.perf_counter()
+
+    def _run_benchmark(self) -> dict[str, float]:
+        if self._bench is None:
+            self._bench = ComputeBenchmark(device_target())
+        return self._bench.run()
 
     def _apply_controls(self, run_context: Any, cb: Any) -> None:
         """What the monitor says is due at this step end, carried out by the actions."""

@@ -14,14 +14,23 @@ detector, is ``1 - (wait_max - wait_min) / step_ms``: the share of the step the 
 rank was not held up by its own data beyond the fastest rank.
 
 Medians, not means, so one slow batch (a file opened, a garbage collection) does not
-move an interval; and the score must stay low on ``intervals`` consecutive intervals
-spanning at least ``min_seconds`` of training (counted from the measured step times,
-so the offline watcher judges a replay the same way): a scheduler hiccup on a busy host
-is neither.
+move an interval; and the score must be low on ``intervals`` of the last
+``intervals + 1`` intervals, spanning at least ``min_seconds`` of training (counted
+from the measured step times, so the offline watcher judges a replay the same way): a
+scheduler hiccup on a busy host is neither.
+
+A slow *compute* rank does not show in any of those: it computes longer and waits less
+in the all-reduce, and only the profiler splits the two inside the graph. With
+``bench_every`` set, every rank runs a fixed micro-benchmark at the same steps
+(:mod:`mindwatch.mindspore.compute_probe`) and writes its time as
+``straggler/bench_ms`` (reduced with ``max``); the compute score is the fastest rank's
+time over the slowest's, and it must be low on ``bench_rounds`` runs in a row naming
+the same rank.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from typing import ClassVar, Optional
 
@@ -35,6 +44,8 @@ __all__ = ["INPUT_WAIT", "STEP", "StragglerRule", "StragglerSettings"]
 INPUT_WAIT = "straggler/input_wait_ms"
 STEP = "straggler/step_ms"
 _SPREAD = "ranks/input_wait_ms"
+BENCH = "straggler/bench_ms"  # written by the adapter's micro-benchmark (mindspore.compute_probe)
+_BENCH_SPREAD = "ranks/bench_ms"
 
 
 class StragglerSettings(RuleSettings):
@@ -60,15 +71,44 @@ class StragglerSettings(RuleSettings):
     intervals: int = Field(
         default=3,
         ge=1,
-        description="Consecutive low intervals needed (one slow interval is noise).",
+        le=1000,
+        description="Low intervals needed among the last intervals + 1 (one slow "
+        "interval is noise; one healthy interval inside a slow episode does not end it).",
     )
     min_seconds: float = Field(
         default=1.0,
         ge=0,
+        le=86_400,
         description="... also spanning at least this many seconds of training (from the "
         "measured step times): a scheduler hiccup or a garbage collection on a busy "
         "host lasts tens to hundreds of milliseconds, and each interval's median "
-        "already needs more than half its steps slow.",
+        "already needs more than half its steps slow. At most 86400 (a day).",
+    )
+    bench_every: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="Steps between two runs of the compute micro-benchmark on every rank "
+        "(a fixed MatMul timed on the device, about 25 ms on the training thread; 0: "
+        "never, the default). Experimental: on a busy host rank 0, which also runs "
+        "mindwatch's reduction and writers, timed up to 2x slower than the others with "
+        "nothing planted (docs/multicard.md). Try 200 on a dedicated Ascend node.",
+    )
+    bench_threshold: float = Field(
+        default=0.75,
+        gt=0,
+        lt=1,
+        description="Warning when the compute score (the fastest rank's benchmark time / "
+        "the slowest rank's) is below this on bench_rounds runs in a row, with the same "
+        "slowest rank.",
+    )
+    bench_rounds: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="Benchmark runs in a row needed: a host busy for a moment slows one "
+        "run on one rank, a slow card or a starved process slows every run on the same "
+        "rank. The first `skip` runs are not judged (the job is still warming up).",
     )
     skip: int = Field(
         default=2,
@@ -79,9 +119,10 @@ class StragglerSettings(RuleSettings):
 
 
 class StragglerRule(Rule[StragglerSettings]):
-    """The input score below ``threshold`` on ``intervals`` consecutive intervals
-    spanning ``min_seconds``: a warning naming the rank (the argmax of the data wait),
-    the part and the score, once per episode (a new one needs a healthy interval)."""
+    """The input score below ``threshold`` on ``intervals`` of the last ``intervals + 1``
+    intervals, spanning ``min_seconds``: a warning naming the rank (the argmax of the
+    data wait), the part and the score, once per episode (an episode ends when the
+    last ``intervals + 1`` intervals are all healthy)."""
 
     name = "straggler"
     settings_model = StragglerSettings
@@ -91,6 +132,10 @@ class StragglerRule(Rule[StragglerSettings]):
             "num_parallel_workers, or a host busier than the others"
         ),
         N_("that rank's data shard is heavier (longer samples, larger images)"),
+        N_(
+            "for a compute straggler: that card throttles (temperature, power) or is "
+            "failing, or other processes share that rank's cores or card"
+        ),
     )
     messages: ClassVar[Mapping[str, str]] = {
         "input": N_(
@@ -99,15 +144,27 @@ class StragglerRule(Rule[StragglerSettings]):
             "data wait {wait_max} ms against {wait_min} ms on the fastest rank, "
             "step {step_ms} ms)"
         ),
+        "compute": N_(
+            "rank {rank} is the straggler: its compute is slower (score {score} below "
+            "{threshold} on {rounds} micro-benchmark runs in a row; a fixed MatMul took "
+            "{bench_max} ms there against {bench_min} ms on the fastest rank)"
+        ),
     }
-    state = ("seen", "low", "low_ms", "raised")
+    state = ("seen", "low", "low_ms", "raised", "bench_slow", "bench_raised", "bench_seen")
 
     def __init__(self, settings: StragglerSettings) -> None:
         super().__init__(settings)
         self.seen = 0  # intervals seen
-        self.low = 0  # consecutive low intervals
-        self.low_ms = 0.0  # training time they span
+        # The last intervals + 1 judgements (1.0 low, 0.0 healthy) and the training time
+        # of each: one healthy interval in a slow episode (a busy host making every
+        # rank's compute as slow as the pipeline for a moment) does not reset it.
+        self.low: deque[float] = deque(maxlen=settings.intervals + 1)
+        self.low_ms: deque[float] = deque(maxlen=settings.intervals + 1)
         self.raised = False
+        # The slowest rank of each of the last bench_rounds low benchmark runs.
+        self.bench_slow: deque[float] = deque(maxlen=settings.bench_rounds)
+        self.bench_raised = False
+        self.bench_seen = 0
 
     @staticmethod
     def score(wait_max: float, wait_min: float, step_ms: float) -> float:
@@ -115,8 +172,58 @@ class StragglerRule(Rule[StragglerSettings]):
         return min(1.0, max(0.0, 1.0 - (wait_max - wait_min) / step_ms))
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        found = self._compute(values) if BENCH in values else []
         if STEP not in values:
-            return []  # the common case: not an interval's last step
+            return found  # the common case: not an interval's last step
+        return found + self._input(values)
+
+    def _compute(self, values: Mapping[str, float]) -> list[Finding]:
+        """The micro-benchmark's spread: the fastest rank's time over the slowest's."""
+        s = self.settings
+        slowest = self.finite(values, f"{_BENCH_SPREAD}_max")
+        fastest = self.finite(values, f"{_BENCH_SPREAD}_min")
+        argmax = self.finite(values, f"{_BENCH_SPREAD}_argmax")
+        if slowest is None or fastest is None or argmax is None or slowest <= 0:
+            return []  # one rank: no spread
+        self.bench_seen += 1
+        if self.bench_seen <= s.skip:
+            return []
+        score = fastest / slowest
+        if score >= s.bench_threshold:
+            self.bench_slow.clear()
+            self.bench_raised = False
+            return []
+        self.bench_slow.append(argmax)
+        slow = self.bench_slow
+        if self.bench_raised or len(slow) < s.bench_rounds or len(set(slow)) > 1:
+            return []
+        self.bench_raised = True
+        rank = int(argmax)
+        message = self.message(
+            "compute",
+            rank=rank,
+            score=f"{score:.2f}",
+            threshold=f"{s.bench_threshold:.2f}",
+            rounds=len(slow),
+            bench_max=f"{slowest:.3g}",
+            bench_min=f"{fastest:.3g}",
+        )
+        extra = {"part": "compute", "score": score, "bench_ms": [fastest, slowest]}
+        metric = "straggler/compute_score"
+        return [
+            Finding(
+                self.name,
+                "warning",
+                metric,
+                score,
+                message,
+                s.bench_threshold,
+                rank=rank,
+                extra=extra,
+            )
+        ]
+
+    def _input(self, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
         step_ms = self.finite(values, STEP)
         wait_max = self.finite(values, f"{_SPREAD}_max")
@@ -128,12 +235,13 @@ class StragglerRule(Rule[StragglerSettings]):
         if self.seen <= s.skip:
             return []
         score = self.score(wait_max, wait_min, step_ms)
-        if score >= s.threshold:
-            self.low, self.low_ms, self.raised = 0, 0.0, False
-            return []
-        self.low += 1
-        self.low_ms += step_ms * s.interval
-        if self.raised or self.low < s.intervals or self.low_ms < s.min_seconds * 1000.0:
+        low = score < s.threshold
+        self.low.append(1.0 if low else 0.0)
+        self.low_ms.append(step_ms * s.interval if low else 0.0)
+        if not any(self.low):
+            self.raised = False  # the episode is over: a new one may alert
+        count, span_ms = int(sum(self.low)), sum(self.low_ms)
+        if not low or self.raised or count < s.intervals or span_ms < s.min_seconds * 1000.0:
             return []
         self.raised = True
         rank: Optional[int] = int(argmax) if argmax is not None else None
@@ -142,8 +250,8 @@ class StragglerRule(Rule[StragglerSettings]):
             rank=rank if rank is not None else "?",
             score=f"{score:.2f}",
             threshold=f"{s.threshold:.2f}",
-            intervals=self.low,
-            seconds=f"{self.low_ms / 1000.0:.1f}",
+            intervals=count,
+            seconds=f"{span_ms / 1000.0:.1f}",
             wait_max=f"{wait_max:.3g}",
             wait_min=f"{wait_min:.3g}",
             step_ms=f"{step_ms:.3g}",

@@ -56,6 +56,12 @@ class ThroughputDropSettings(RuleSettings):
 
 _DATA_WAIT, _COMPUTE = "perf/data_wait_ms", "perf/compute_ms"
 _PARTS = {_DATA_WAIT: "input pipeline", _COMPUTE: "compute"}
+# Under synchronous data parallelism every rank waits for the slowest in the gradient
+# all-reduce, inside its compute: a rank whose pipeline is slow makes the *others'*
+# compute grow. The job is held by the largest data wait, and the rank that waited least
+# in the collective (the least compute) shows the compute itself; rank 0 judges those
+# spreads when the reduction gives them, its own values otherwise.
+_REDUCED = {_DATA_WAIT: "ranks/data_wait_ms_max", _COMPUTE: "ranks/compute_ms_min"}
 
 
 class ThroughputDropRule(Rule[ThroughputDropSettings]):
@@ -103,7 +109,7 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
         points = self.points
         points.append(value)
         for tag, series in self.parts.items():
-            part = values.get(tag)
+            part = values.get(_REDUCED[tag], values.get(tag))
             series.append(part if part is not None and part - part == 0.0 else math.nan)
         if len(points) < s.warmup + s.recent:
             return []
@@ -147,15 +153,17 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
             was, now_ms = grown[tag]
             if now_ms > was:
                 part = _PARTS[tag]
-                extra = {"part": part, "part_metric": tag, "part_ms": [was, now_ms]}
-                outlier = values.get(f"ranks/{tag.split('/', 1)[1]}_argmax")
+                shown = _REDUCED[tag] if _REDUCED[tag] in values else tag
+                extra = {"part": part, "part_metric": shown, "part_ms": [was, now_ms]}
+                # The slow pipeline's rank; a slow-compute rank is the straggler rule's.
+                outlier = values.get("ranks/data_wait_ms_argmax") if tag == _DATA_WAIT else None
                 if outlier is not None and outlier - outlier == 0.0:
                     rank = int(outlier)
                 message = self.message(
                     "part",
                     message=message,
                     part=self.message(part),
-                    metric=tag,
+                    metric=shown,
                     before=f"{was:.3g}",
                     after=f"{now_ms:.3g}",
                 )
