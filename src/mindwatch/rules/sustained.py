@@ -9,7 +9,9 @@ steps), without it the first step logged a period after the previous one. A cond
 is therefore judged sustained on two counts, both needed: a number of samples that
 showed it in a row, and the training time they span. A sample repeated at several
 steps (all its ``hw/`` values the same as at the previous point) counts once
-(:func:`sample_key`).
+(:func:`sample_key`); under the reduction a new sample on any rank makes a new point,
+so a job of several ranks may count up to one sample per rank per period: the span in
+training time is the stricter of the two counts.
 
 That time is measured from the steps' own ``perf/step_time_ms`` (the wall time from one
 step's end to the next, times the steps since the previous logged one), so
