@@ -246,6 +246,16 @@ def test_growth_that_stops_before_the_span_is_quiet_and_episodes_restart() -> No
     assert len(run(rule, long * 2)) == 2
 
 
+def test_memory_growth_state_survives_a_restart() -> None:
+    settings = MemoryGrowthSettings(seconds=60, skip_seconds=10)
+    rule = MemoryGrowthRule(settings)
+    assert run(rule, [growth(0, 0.0)] * 3 + [growth(50, 1.0)] * 8) == []
+    again = MemoryGrowthRule(settings)
+    again.load_state_dict(json.loads(json.dumps(rule.state_dict())))
+    found = run(again, [growth(50, 1.0)] * 8, after=110)
+    assert [(step, f.extra["samples"]) for step, f in found] == [(160, 13)]  # 60 s
+
+
 def test_the_engine_writes_the_rank_into_the_alert() -> None:
     settings = AlertSettings(memory_growth={"seconds": 10, "skip_seconds": 0, "samples": 2})
     engine = RuleEngine(settings, run="t", rank=0)

@@ -48,8 +48,9 @@ class MemoryGrowthSettings(SustainedSettings):
     The thresholds come from the noise of the statistic on healthy runs, measured with
     this package's own sampler (MindSpore 2.10 on CPU, graph mode):
 
-    * a ``Model.train`` of a small CNN fed by a ``GeneratorDataset``, 240 s, 1 s
-      samples: RSS 603.6 MB at the first sample, 613.4 MB at 10 s, 613.7 MB from 60 s
+    * a ``Model.train`` of a small CNN fed by a ``GeneratorDataset``, 240 s (95 steps
+      of ~1.9 s on a busy 2-core host; ``period_s`` 1, so 80 samples, one per step at
+      most): RSS 603.6 MB at the first sample, 613.4 MB at 10 s, 613.7 MB from 60 s
       to the end. Over 60 s windows the Theil-Sen slope is at most 0.42 MB/min once
       30 s have passed and 0.01 MB/min after 120 s (rising share then at most 0.18);
       in the first 30 s it reaches 41 MB/min, and the window holding the start-up
