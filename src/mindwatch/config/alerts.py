@@ -19,6 +19,8 @@ from mindwatch.rules import BUILTIN_RULES, RULE_NAMES, Rule, RuleSettings
 from mindwatch.rules.divergence import DivergenceSettings
 from mindwatch.rules.eval_rebound import EvalReboundSettings
 from mindwatch.rules.gradients import GradExplosionSettings, GradVanishingSettings
+from mindwatch.rules.hardware import HbmFullSettings, NpuHealthSettings, NpuTemperatureSettings
+from mindwatch.rules.memory_growth import MemoryGrowthSettings
 from mindwatch.rules.nonfinite import NonFiniteSettings
 from mindwatch.rules.plateau import PlateauSettings
 from mindwatch.rules.spike import SpikeSettings
@@ -35,8 +37,12 @@ __all__ = [
     "EvalReboundSettings",
     "GradExplosionSettings",
     "GradVanishingSettings",
+    "HbmFullSettings",
+    "MemoryGrowthSettings",
     "NonFiniteSettings",
     "NotifierSettings",
+    "NpuHealthSettings",
+    "NpuTemperatureSettings",
     "PlateauSettings",
     "SpikeSettings",
     "StallSettings",

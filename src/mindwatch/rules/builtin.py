@@ -15,7 +15,9 @@ from mindwatch.rules.base import Rule, RuleSettings
 from mindwatch.rules.divergence import DivergenceRule
 from mindwatch.rules.eval_rebound import EvalReboundRule
 from mindwatch.rules.gradients import GradExplosionRule, GradVanishingRule
+from mindwatch.rules.hardware import HbmFullRule, NpuHealthRule, NpuTemperatureRule
 from mindwatch.rules.loss_scale import LossScaleCollapseRule
+from mindwatch.rules.memory_growth import MemoryGrowthRule
 from mindwatch.rules.nonfinite import NonFiniteRule
 from mindwatch.rules.plateau import PlateauRule
 from mindwatch.rules.spike import SpikeRule
@@ -30,8 +32,12 @@ __all__ = [
     "EvalReboundRule",
     "GradExplosionRule",
     "GradVanishingRule",
+    "HbmFullRule",
     "LossScaleCollapseRule",
+    "MemoryGrowthRule",
     "NonFiniteRule",
+    "NpuHealthRule",
+    "NpuTemperatureRule",
     "PlateauRule",
     "SpikeRule",
     "StallRule",
@@ -51,6 +57,10 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     StallRule,
     EvalReboundRule,
     LossScaleCollapseRule,
+    NpuTemperatureRule,
+    HbmFullRule,
+    NpuHealthRule,
+    MemoryGrowthRule,
 )
 
 

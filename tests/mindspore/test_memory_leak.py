@@ -1,0 +1,96 @@
+"""A planted host-memory leak under ``msrun`` with 2 CPU workers: rank 1 keeps 0.5 MB of
+NumPy arrays more at every step (``scripts/leak_train.py``). Rank 0's alerts must name
+rank 1 with ``memory_growth``; the same job without the leak raises no hardware rule.
+
+The sampling and the rule's spans are shortened through the job's config (0.5 s
+samples, a 4 s growth window, 4 s of persistence after 3 s skipped: the start-up rise
+leaves the window 4 s after it ends, so a healthy job's statistic stays above the
+threshold for at most 4 - 3 s of the 4 needed). The defaults are minutes
+(``MemoryGrowthSettings``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mindspore.test_multicard import msrun_env
+from tests.ports import free_port
+from tests.tbread import scalars
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+SCRIPT = Path(__file__).with_name("scripts") / "leak_train.py"
+BIN = Path(sys.executable).parent
+STEPS, LEAK_FROM, LEAK_MB = 400, 100, 0.5
+HARDWARE_RULES = {"npu_temperature", "hbm_full", "npu_health", "memory_growth"}
+CONFIG = {
+    "aggregate_every": 5,
+    "hardware": {"period_s": 0.5, "growth_window_s": 4},
+    "alerts": {"memory_growth": {"samples": 4, "seconds": 4, "skip_seconds": 3}},
+}
+
+
+def train(out: Path, *options: str) -> None:
+    command = [
+        str(BIN / "msrun"),
+        "--worker_num=2",
+        "--local_worker_num=2",
+        f"--master_port={free_port()}",
+        f"--log_dir={out / 'log'}",
+        "--join=True",
+        str(SCRIPT),
+        str(out),
+        f"--steps={STEPS}",
+        f"--config={json.dumps(CONFIG)}",
+        *options,
+    ]
+    done = subprocess.run(command, env=msrun_env(), capture_output=True, text=True, timeout=240)
+    logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in (out / "log").glob("*.log"))
+    assert done.returncode == 0, logs
+
+
+def alerts(out: Path) -> list[dict[str, Any]]:
+    path = out / "run" / "alerts.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines]
+
+
+def rss_growth(out: Path, rank: int) -> float:
+    """MB of RSS the rank gained from the leak's first step to its last, by psutil."""
+    trail = dict(json.loads((out / f"rss_rank{rank}.json").read_text()))
+    return float(trail[STEPS] - trail[LEAK_FROM])
+
+
+def test_a_leaking_rank_is_named_and_a_healthy_job_is_quiet(tmp_path: Path) -> None:
+    leaky, healthy = tmp_path / "leaky", tmp_path / "healthy"
+    train(leaky, f"--leak-mb={LEAK_MB}", f"--leak-from={LEAK_FROM}")
+    train(healthy)
+
+    # The leak is real (psutil in the job, not mindwatch): rank 1 grew, rank 0 did not.
+    planted = LEAK_MB * (STEPS - LEAK_FROM)
+    assert rss_growth(leaky, 1) >= 0.8 * planted
+    assert rss_growth(leaky, 0) < 0.2 * planted
+
+    found = [a for a in alerts(leaky) if a["rule"] == "memory_growth"]
+    assert found, alerts(leaky)
+    first = found[0]
+    assert first["rank"] == 1
+    assert first["step"] > LEAK_FROM
+    assert first["metric"] == "hw/rss_growth_mb_per_min"
+    assert first["value"] > 10 * first["baseline"]  # the threshold, 10 MB/min
+    assert first["rising_share"] >= 0.75
+    assert first["samples"] >= 4
+    assert first["seconds"] >= 4
+    assert {a["rank"] for a in found} == {1}
+
+    # The healthy job had the same statistics on its timeline, and no hardware alert.
+    curves = scalars(healthy / "run")
+    assert len(curves["hw/rss_growth_mb_per_min"]) >= 4
+    assert len(curves["ranks/rss_growth_mb_per_min_argmax"]) >= 4
+    assert [a for a in alerts(healthy) if a["rule"] in HARDWARE_RULES] == []
