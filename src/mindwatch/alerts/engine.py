@@ -111,13 +111,17 @@ class RuleEngine:
                     causes=likely_causes(finding.rule),
                     extra=dict(finding.extra),
                 )
-                place = self.places.get(rank) if rank is not None else None
-                if place is not None:
-                    alert.node, alert.device = place.node, place.device
-                    alert.device_id = place.device_id
+                self.locate(alert)
                 if self._due(alert):
                     alerts.append(alert)
         return alerts
+
+    def locate(self, alert: Alert) -> Alert:
+        """Give ``alert`` the node and device of its rank, when the map has it."""
+        place = self.places.get(alert.rank) if alert.rank is not None else None
+        if place is not None:
+            alert.node, alert.device, alert.device_id = place.node, place.device, place.device_id
+        return alert
 
     def _switch_off(self, rule: Rule[Any], step: int, exc: Exception) -> None:
         self.rules.remove(rule)
