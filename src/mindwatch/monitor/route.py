@@ -295,7 +295,7 @@ class ReducedRoute(StepRoute):
         self.aggregator.drop_from(step)
 
     def set_rate(self, name: str, value: float) -> None:
-        # Rates are derived per rank before packing (the collective thread), not by the
+        # Rates are derived per rank before the reduction (the collective thread), not by the
         # pipeline: the steps prepared from now on use it (the current interval's).
         setattr(self._rates, name, value)
 
@@ -325,7 +325,7 @@ class RoutePlan:
         rank, world_size: this process's place in the job.
         place: where this process runs (node, device).
         reductions, loss_ranks: declarations for the aggregator.
-        local: a rank's derivation, which the aggregator applies before packing.
+        local: a rank's derivation, which the aggregator applies before the reduction.
     """
 
     def __init__(

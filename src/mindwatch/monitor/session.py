@@ -182,7 +182,6 @@ class RunSession:
             local=local,
             places=plan.places,
         )
-        self.places = plan.places
         self.pipeline: Pipeline = self.outputs.pipeline
         self.run = self.outputs.run
         if previous is not None and self.run is not None and rank == 0:
