@@ -12,7 +12,7 @@ runs with:
 Two measurements per configuration, as in ``benchmarks/overhead.py``:
 
 * **in-callback**: median time per step spent inside the callbacks on rank 0,
-  including the wait for the all-gather on reduction steps, averaged over all steps (a
+  including the wait for the all-reduces on reduction steps, averaged over all steps (a
   reduction every N steps costs 1/N of its time per step);
 * **end to end**: the median interval between consecutive steps. Configurations
   alternate in short rounds; each is compared with the no-reduction run of the same
@@ -150,7 +150,7 @@ def worker(args: argparse.Namespace) -> None:
                 monitor = TrainingMonitor({"logdir": logdir, "print_every": 0, **options})
             timed = Timed(monitor)
             model.train(1, data, callbacks=[timed], dataset_sink_mode=False)
-            # Steady state: after the first reductions (the first all-gather also waits
+            # Steady state: after the first reductions (the first collective also waits
             # for the slower rank to arrive, and auto has settled by then).
             skip = min(args.warmup, len(timed.ends) // 2)
             steps = np.diff(timed.ends[skip:])

@@ -24,7 +24,8 @@ Floats = npt.NDArray[np.float64]
 
 
 class LocalGroup:
-    """``world_size`` simulated ranks sharing an all-gather (a barrier and slots)."""
+    """``world_size`` simulated ranks sharing their collectives (a barrier and slots:
+    an all-reduce is an all-gather reduced on every rank)."""
 
     def __init__(self, world_size: int, *, timeout: Optional[float] = None) -> None:
         if world_size < 1:
@@ -33,8 +34,8 @@ class LocalGroup:
         self.timeout = timeout  # like a backend's own collective timeout (None: none)
         self._slots: list[Optional[Floats]] = [None] * world_size
         self._barrier = threading.Barrier(world_size)
-        self.calls = 0  # all-gathers completed
-        self.attempts = [0] * world_size  # all-gathers each rank entered
+        self.calls = 0  # collectives completed (all-gathers and all-reduces)
+        self.attempts = [0] * world_size  # collectives each rank entered
 
     def member(self, rank: int) -> LocalCollective:
         if not 0 <= rank < self.world_size:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from mindwatch.aggregate.allreduce import TOKENS, finish, reduce_all
+from mindwatch.aggregate.allreduce import TOKENS, finish, reduce_all, tag_id
 from mindwatch.aggregate.reductions import ReductionTable
 from mindwatch.testing import LocalGroup
 
@@ -68,3 +68,10 @@ def test_a_ranks_restriction_counts_only_those_ranks() -> None:
     first = dict(emitted[0][1])
     assert first["train/loss"] == 5.0
     assert first["ranks/loss_std"] == 0.0
+
+
+def test_tag_ids_are_stable_exact_52_bit_integers() -> None:
+    ident = tag_id("train/loss")
+    assert ident == float(int(ident))
+    assert 0 <= ident < 2**52
+    assert ident == 4032855540105964.0  # the same in every process, every run

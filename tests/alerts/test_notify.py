@@ -289,9 +289,12 @@ def test_urls_are_masked_in_config_errors_wherever_they_are() -> None:
         assert "dingtalk.com" not in str(info.value)
 
 
-def test_a_chinese_alert_reaches_dingtalk_feishu_and_wecom(server: str, tmp_path: Path) -> None:
+def test_a_chinese_alert_reaches_dingtalk_feishu_and_wecom(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """alerts.language: zh, a NaN loss at step 3: the local server receives the alert in
-    Chinese in each robot's own payload shape."""
+    Chinese in each robot's own payload shape, with the node the rank runs on."""
+    monkeypatch.delenv("DEVICE_ID", raising=False)
     config = {
         "print_every": 0,
         "alerts": {
@@ -311,7 +314,7 @@ def test_a_chinese_alert_reaches_dingtalk_feishu_and_wecom(server: str, tmp_path
     posts = {p["path"].split("/")[1]: p["body"] for p in Recorder.posts}
     assert set(posts) == {"robot", "open-apis", "cgi-bin"}
     headline = "[mindwatch] 严重 nonfinite：train/loss 为 NaN"
-    where = "运行 exp，第 3 步，rank 0"
+    where = f"运行 exp，第 3 步，rank 0（{socket.gethostname()}）"
     check = "请检查：输入批次中有 NaN 或 Inf（检查这一步的数据）；"
 
     ding = posts["robot"]

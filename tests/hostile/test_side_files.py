@@ -199,7 +199,7 @@ KEY_LIST = [
     ("steps_logged",), ("nonfinite",), ("previous_run",), ("next_runs",),
     ("attempts", 0, "pid"), ("attempts", 0, "status"), ("attempts", 0, "last_step"),
     ("attempts", 0, "host"), ("config", "collect_freq"), ("hparams", "lr"),
-    ("hardware",), ("hardware", "sources"),
+    ("hardware",), ("hardware", "sources"), ("ranks",), ("ranks", 0, "node"),
 ]  # fmt: skip
 KEYS = st.sampled_from(KEY_LIST)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -111,8 +112,17 @@ def test_model_train_writes_one_reduced_run_and_names_the_bad_rank(tmp_path: Pat
     alerts = [
         json.loads(line) for line in (tmp_path / "run" / "alerts.jsonl").read_text().splitlines()
     ]
-    spikes = [(a["step"], a["rank"]) for a in alerts if a["rule"] == "spike"]
-    assert spikes[0] == (CORRUPT[0], 1)
+    spikes = [a for a in alerts if a["rule"] == "spike"]
+    assert (spikes[0]["step"], spikes[0]["rank"]) == (CORRUPT[0], 1)
+    # ... and where rank 1 runs, from the map the ranks exchanged at start (run.json).
+    host = socket.gethostname()
+    assert (spikes[0]["node"], spikes[0]["device"]) == (host, "CPU")
+    ranks = json.loads((tmp_path / "run" / "run.json").read_text())["ranks"]
+    assert [(r["rank"], r["node"], r["device"]) for r in ranks] == [
+        (0, host, "CPU"),
+        (1, host, "CPU"),
+    ]
+    assert f"spike at step {CORRUPT[0]}, rank 1 ({host}, CPU)" in worker_log(tmp_path, 0)
     loss = dict(curves["train/loss"])
     assert min(loss[s] for s in CORRUPT) > 5 * max(loss[s] for s in range(11, 21))
     # Exactly one global run (rank 0's) plus the two per-rank folders.

@@ -11,7 +11,7 @@ its :class:`ReducedOutput` (the pipeline's ``MAIN`` route). With per-rank output
 rank also emits its own values (``RANK``).
 
 The interval is the same on every rank by construction: it is fixed in the config, or
-(``auto``) agreed in the gather itself, every rank proposing the interval that keeps
+(``auto``) agreed in the reduction itself (a max), every rank proposing the interval that keeps
 its measured cost of a reduction under :data:`BUDGET` of its step time and all taking
 the largest proposal. Collectives therefore happen at the same steps everywhere.
 
@@ -23,14 +23,19 @@ warn once with the reason, and tell the output (``failed``; the monitor reads
 that.
 
 Stopping is a value too: a rank asks (:meth:`Aggregator.request_stop`, on the training
-thread); the request rides in the header of the next all-gather, and every rank reads
-the agreement from that same reduction (:attr:`Aggregator.stop_agreed`, set on the
-training thread when the gather returns). So every rank stops at the same step.
+thread); the request rides in the first all-reduce of the next reduction, and every
+rank reads the agreement from that same reduction (:attr:`Aggregator.stop_agreed`, set
+on the training thread when the reduction returns). So every rank stops at the same
+step.
+
+At start (:meth:`Aggregator.agree_on_start`) one all-gather gives every rank rank 0's
+new run folder and every rank's place (node, device: :mod:`mindwatch.aggregate.startup`);
+it is the only collective whose size grows with the world.
 
 The timeout only tells a dead or hung peer from a live one. It must be longer than any
 pause one rank can take between two steps while the others wait (an evaluation or a
 checkpoint on one rank only): a rank that gives up while its peers later complete the
-same all-gather leaves them reducing alone, and their next all-gather could pair with
+same reduction leaves them reducing alone, and their next collective could pair with
 something else. Data-parallel training itself cannot outlive such a pause longer than
 the framework's own collective timeout, which is why the default is generous.
 """
@@ -49,13 +54,18 @@ import numpy as np
 import numpy.typing as npt
 
 from mindwatch.aggregate.allreduce import SAMPLES, TOKENS, Reduced, finish, layout_size, reduce_all
-from mindwatch.aggregate.collective import AggregationError, Collective, CollectiveGuard
-from mindwatch.aggregate.packing import FLAG_STOP, CorruptSliceError
+from mindwatch.aggregate.collective import (
+    AggregationError,
+    Collective,
+    CollectiveGuard,
+)
 from mindwatch.aggregate.reductions import ReductionTable
+from mindwatch.aggregate.startup import read_start, start_vector
 from mindwatch.common.waits import finite_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.metrics.steps import Logged, Row, Telemetry
+from mindwatch.run.ranks import RankPlace
 
 __all__ = ["BUDGET", "START_TIMEOUT", "Aggregator", "ReducedOutput"]
 
@@ -87,7 +97,7 @@ _HANDOVER_WAIT = 60.0
 
 
 @dataclass
-class _Gathered:
+class _Reduced:
     reduced: Reduced
     tags: list[str]
     rows: list[Row]
@@ -97,8 +107,8 @@ class _Gathered:
 
 class _Prepared:
     """One interval's steps as logged, prepared once (:meth:`rows`) by whichever thread
-    needs them first: the collective thread before packing, or, after a failed or
-    abandoned gather, the training thread writing them locally. A lock keeps the
+    needs them first: the collective thread before the reduction, or, after a failed or
+    abandoned one, the training thread writing them locally. A lock keeps the
     preparation single (it counts non-finite values)."""
 
     def __init__(
@@ -128,24 +138,17 @@ class _Prepared:
             return self._rows
 
 
-class _Text:
-    """Header of :meth:`Aggregator.agree_on_text`'s payload: magic, rank, length."""
-
-    MAGIC = 19799.5
-    BYTES = 4096
-
-
 class Aggregator:
     """Reduce buffered steps across ranks every ``every`` steps.
 
     Args:
-        collective: the framework's all-gather.
+        collective: the framework's collectives (all-reduce; all-gather at start).
         table: how each tag is reduced.
         every: steps between reductions, or ``"auto"``.
         timeout: seconds one reduction may wait for the other ranks before it is
             abandoned (see the module's notes).
         prepare: a step as logged -> its row with this rank's derived values (applied
-            once per step, on the collective thread, before packing; on the calling
+            once per step, on the collective thread, before the reduction; on the calling
             thread only when the steps are written without a collective).
         output: where steps go (see :meth:`connect`; None: nowhere yet).
         telemetry: this rank's latest hardware sample (``hw/...`` values), added to the
@@ -245,7 +248,7 @@ class Aggregator:
 
     def connect(self, output: ReducedOutput) -> None:
         """Where steps go from now on (the monitor's pipeline, built after the run
-        folder was agreed with :meth:`agree_on_text`)."""
+        folder was agreed with :meth:`agree_on_start`)."""
         self._output = output
 
     def add(self, logged: Logged) -> None:
@@ -301,14 +304,14 @@ class Aggregator:
             self._write_local_values(pending.rows())
             return
         proposal = self._proposal(raw)  # steps and wall times only: as logged
-        flags = FLAG_STOP if self.stop_asked else 0
+        stop = self.stop_asked
         round_no = self._round
         self._round += 1
         started = time.perf_counter()
         self._handed_over = True
         try:
             done = self._guard.call(
-                lambda: self._gather(pending.rows(), proposal, round_no, flags),
+                lambda: self._reduce(pending.rows(), proposal, round_no, stop),
                 self.timeout,
                 after=self._write,
             )
@@ -346,8 +349,9 @@ class Aggregator:
         self.sync(_HANDOVER_WAIT if timeout is None else timeout)
         self._guard.stop()
 
-    def agree_on_text(self, text: str) -> str:
-        """Rank 0's ``text`` on every rank (one all-gather; e.g. a new run folder's name).
+    def agree_on_start(self, text: str, place: RankPlace) -> tuple[str, list[RankPlace]]:
+        """Rank 0's ``text`` (e.g. a new run folder's name) and every rank's place, on
+        every rank: one all-gather (:mod:`mindwatch.aggregate.startup`).
 
         It waits ``timeout`` but at least :data:`START_TIMEOUT`: ranks reach this point
         when each has made its Monitor, after imports, loading data or compiling that
@@ -356,21 +360,14 @@ class Aggregator:
         :class:`AggregationError` if the ranks do not answer in time or send something
         else; reductions are then off, as after any failed collective.
         """
-        data = text.encode("utf-8")
-        if len(data) > _Text.BYTES:
-            raise AggregationError(f"text of {len(data)} bytes is longer than {_Text.BYTES}")
-        vector = np.zeros(_Text.BYTES + 3)
-        vector[:3] = (_Text.MAGIC, self.rank, len(data))
-        vector[3 : len(data) + 3] = np.frombuffer(data, dtype=np.uint8)
+        try:
+            vector = start_vector(self.rank, text, place)
+        except ValueError as exc:
+            raise AggregationError(str(exc)) from None
+        world = self.world_size
 
-        def gather() -> str:
-            got = np.asarray(self.collective.all_gather(vector), dtype=np.float64)
-            ok = got.shape == (self.world_size, vector.shape[0]) and all(
-                got[r, 0] == _Text.MAGIC and got[r, 1] == r for r in range(self.world_size)
-            )
-            if not ok or not 0 <= got[0, 2] <= _Text.BYTES:
-                raise CorruptSliceError("the ranks did not all send mindwatch's run folder name")
-            return bytes(got[0, 3 : int(got[0, 2]) + 3].astype(np.uint8)).decode("utf-8")
+        def gather() -> tuple[str, list[RankPlace]]:
+            return read_start(self.collective.all_gather(vector), world)
 
         self._round += 1  # every rank counts this collective too
         try:
@@ -425,7 +422,7 @@ class Aggregator:
 
     # ---------------------------------------------------------------- collective thread
 
-    def _gather(self, rows: list[Row], proposal: int, round_no: int, flags: int) -> _Gathered:
+    def _reduce(self, rows: list[Row], proposal: int, round_no: int, stop: bool) -> _Reduced:
         """The four all-reduces (:mod:`mindwatch.aggregate.allreduce`); the agreed interval."""
         tags: list[str] = []
         seen: set[str] = set()
@@ -449,21 +446,21 @@ class Aggregator:
             round_no=round_no,
             capacity=self._capacity,
             proposal=proposal,
-            stop=bool(flags & FLAG_STOP),
+            stop=stop,
             rows=packed,
             tags=tags,
             table=table,
         )
         layout = reduced.layout
-        return _Gathered(reduced, tags, rows, layout.proposal, layout.stop)
+        return _Reduced(reduced, tags, rows, layout.proposal, layout.stop)
 
-    def _write(self, pending: _Gathered) -> None:
-        """After a successful gather (collective thread): emit global and local points."""
+    def _write(self, pending: _Reduced) -> None:
+        """After a successful reduction (collective thread): emit global and local points."""
         output = self._output
         try:
             steps = self._global_values(pending) if self.rank == 0 else []
         except Exception as exc:  # a bug here must not cost the data: write it locally
-            self._warn("reduce", "mindwatch: reducing the gathered values failed: %r", exc)
+            self._warn("reduce", "mindwatch: reducing the values failed: %r", exc)
             self._write_local_values(pending.rows)
             return
         if output is not None:
@@ -471,9 +468,7 @@ class Aggregator:
                 output.step(MAIN, step, values, wall, samples)
         self._write_local(pending.rows)
 
-    def _global_values(
-        self, pending: _Gathered
-    ) -> list[tuple[int, Values, float, Optional[float]]]:
+    def _global_values(self, pending: _Reduced) -> list[tuple[int, Values, float, Optional[float]]]:
         """Rank 0's rows with every communicated metric reduced, plus the spreads."""
         return finish(pending.reduced, pending.rows, pending.tags, self.table)
 

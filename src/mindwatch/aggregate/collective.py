@@ -1,7 +1,8 @@
 """The one collective mindwatch needs, and a guard that keeps it from hanging training.
 
-mindwatch calls ``all_reduce`` (sum or max of one flat vector per rank) every interval,
-and ``all_gather`` once at start-up (:mod:`mindwatch.aggregate.allreduce` says why). Any
+mindwatch calls ``all_reduce`` (sum or max of one flat vector per rank) every interval
+(:mod:`mindwatch.aggregate.allreduce`), and ``all_gather`` once at start-up, for what
+only each rank knows (:mod:`mindwatch.aggregate.startup`). Any
 framework can provide it (:class:`Collective`); the MindSpore one is
 ``mindwatch.mindspore.MindSporeCollective``, and ``mindwatch.testing.LocalGroup``
 simulates one with threads.
@@ -27,7 +28,7 @@ import numpy.typing as npt
 
 from mindwatch.common.waits import wait_seconds
 
-__all__ = ["AggregationError", "Collective", "CollectiveGuard"]
+__all__ = ["AggregationError", "Collective", "CollectiveGuard", "CorruptSliceError"]
 
 Floats = npt.NDArray[np.float64]
 T = TypeVar("T")
@@ -55,6 +56,11 @@ class Collective(Protocol):
 
 class AggregationError(RuntimeError):
     """A reduction did not complete: timed out, failed, or its data was not trusted."""
+
+
+class CorruptSliceError(ValueError):
+    """A collective's result that is not mindwatch's: another collective ran at the same
+    moment on some rank, or the ranks no longer reduce at the same steps."""
 
 
 class _Job(Generic[T]):

@@ -1,14 +1,14 @@
 """``RuleEngine``: the enabled rules, their cooldowns, and alerts with their context.
 
 The rules (:mod:`mindwatch.rules`) return findings; the engine turns each into an
-:class:`Alert` with the step's context (epoch, batch, run, the outlier rank) and the
-rule's likely causes, and keeps the cooldowns."""
+:class:`Alert` with the step's context (epoch, batch, run, the outlier rank and where it
+runs: node, device) and the rule's likely causes, and keeps the cooldowns."""
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from mindwatch.alerts.model import Alert, likely_causes, severity_rank
@@ -16,6 +16,7 @@ from mindwatch.common.i18n import _
 from mindwatch.config import AlertSettings
 from mindwatch.metrics.tags import tag_for
 from mindwatch.rules import BUILTIN_RULES, Rule
+from mindwatch.run.ranks import RankPlace
 
 __all__ = ["RuleEngine", "build_rules"]
 
@@ -49,15 +50,24 @@ class RuleEngine:
         run: the run's name, written into every alert.
         rank: this process's rank (an alert on a reduced metric names the outlier rank
             instead, from the ``ranks/<name>_argmax`` value of the same step).
+        places: where the ranks run (the map the ranks agreed at start, or only this
+            process's place): an alert whose rank is among them gets its node and
+            device; one whose rank is not (the map could not be agreed) gets neither.
     """
 
     def __init__(
-        self, settings: AlertSettings, *, run: Optional[str] = None, rank: Optional[int] = None
+        self,
+        settings: AlertSettings,
+        *,
+        run: Optional[str] = None,
+        rank: Optional[int] = None,
+        places: Iterable[RankPlace] = (),
     ) -> None:
         self.settings = settings
         self.rules = build_rules(settings)
         self.run = run
         self.rank = rank
+        self.places = {place.rank: place for place in places}
         self.cooldown = settings.cooldown_steps
         self._last: dict[tuple[str, str, Optional[int]], tuple[int, int]] = {}
         self.failed: dict[str, str] = {}
@@ -101,9 +111,17 @@ class RuleEngine:
                     causes=likely_causes(finding.rule),
                     extra=dict(finding.extra),
                 )
+                self.locate(alert)
                 if self._due(alert):
                     alerts.append(alert)
         return alerts
+
+    def locate(self, alert: Alert) -> Alert:
+        """Give ``alert`` the node and device of its rank, when the map has it."""
+        place = self.places.get(alert.rank) if alert.rank is not None else None
+        if place is not None:
+            alert.node, alert.device, alert.device_id = place.node, place.device, place.device_id
+        return alert
 
     def _switch_off(self, rule: Rule[Any], step: int, exc: Exception) -> None:
         self.rules.remove(rule)

@@ -11,7 +11,15 @@ from mindwatch.common.i18n import N_, _
 from mindwatch.common.json_values import json_float
 from mindwatch.rules import BUILTIN_RULES
 
-__all__ = ["CAUSES", "Alert", "Severity", "likely_causes", "severity_label", "severity_rank"]
+__all__ = [
+    "CAUSES",
+    "Alert",
+    "Severity",
+    "device_label",
+    "likely_causes",
+    "severity_label",
+    "severity_rank",
+]
 
 Severity = Literal["info", "warning", "critical"]
 _ORDER = {"info": 0, "warning": 1, "critical": 2}
@@ -42,6 +50,24 @@ def likely_causes(rule: str) -> list[str]:
     return [_(cause) for cause in CAUSES.get(rule, ())]
 
 
+# How people name a device of each kind (MindSpore's device_target): an Ascend device
+# is an NPU (npu-smi's name for it).
+_DEVICE_NAMES = {"Ascend": "NPU", "GPU": "GPU"}
+
+
+def device_label(device: Optional[str], device_id: Optional[int]) -> Optional[str]:
+    """``NPU 5``, ``GPU 0``, ``CPU`` (a CPU rank's ``DEVICE_ID`` names no device, so no
+    number), ``device 3`` (kind unknown), or None when neither is known."""
+    if device == "CPU":
+        return "CPU"
+    name = _DEVICE_NAMES.get(device or "", device)
+    if device_id is None:
+        return name
+    if name is None:
+        return _("device {id}").format(id=device_id)
+    return f"{name} {device_id}"
+
+
 @dataclass
 class Alert:
     """One alert (one JSON line in ``alerts.jsonl``)."""
@@ -54,6 +80,9 @@ class Alert:
     message: str
     baseline: Optional[float] = None
     rank: Optional[int] = None
+    node: Optional[str] = None  # where ``rank`` runs: its host name,
+    device: Optional[str] = None  # its device kind (Ascend, GPU, CPU)
+    device_id: Optional[int] = None  # and its logical device id
     epoch: Optional[int] = None
     batch: Optional[int] = None
     run: Optional[str] = None
@@ -80,10 +109,23 @@ class Alert:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
 
+    def place(self) -> Optional[str]:
+        """Where the alert's rank runs, as :meth:`where` shows it: ``node-2, NPU 5``,
+        ``host-a, CPU``, or the node alone when the device is unknown (None: no node)."""
+        if self.node is None:
+            return None
+        device = device_label(self.device, self.device_id)
+        if device is None:
+            return self.node
+        return _("{node}, {device}").format(node=self.node, device=device)
+
     def where(self) -> str:
-        """``step S[, rank R][, batch B]``."""
+        """``step S[, rank R (node, device)][, batch B]``."""
         where = _("step {step}").format(step=self.step)
-        if self.rank is not None:
+        place = self.place()
+        if self.rank is not None and place is not None:
+            where += _(", rank {rank} ({place})").format(rank=self.rank, place=place)
+        elif self.rank is not None:
             where += _(", rank {rank}").format(rank=self.rank)
         if self.batch is not None:
             where += _(", batch {batch}").format(batch=self.batch)

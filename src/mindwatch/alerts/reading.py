@@ -56,6 +56,9 @@ class AlertLine(BaseModel):
     value: Optional[Number] = None
     baseline: Optional[Number] = None
     rank: Optional[Index] = None
+    node: Optional[str] = None
+    device: Optional[str] = None
+    device_id: Optional[Index] = None
     epoch: Optional[Index] = None
     batch: Optional[Index] = None
     run: Optional[str] = None

@@ -5,7 +5,7 @@ but not rearranged, in a :data:`Logged` tuple (cheap on the training thread).
 :class:`LocalSteps` turns it into a :data:`Row`: the ``(tag, value)`` pairs under their
 namespaced tags, plus the rates derived from the step's timing, and the count of
 non-finite values. The pipeline's thread does this for a single process; under data
-parallelism the aggregator's collective thread does it before packing, so each rank
+parallelism the aggregator's collective thread does it before the reduction, so each rank
 derives its own rates from its own clock. What is derived from the values themselves
 (perplexity of the loss) is added once, after any reduction, by the pipeline.
 

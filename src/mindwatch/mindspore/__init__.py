@@ -14,7 +14,7 @@ it, and an Ascend user's own MindSpore build is used as installed.
   the order that works.
 * :func:`build_model` - ``Model(net, loss_fn, optimizer)`` whose train cell also returns
   the gradient norm.
-* :class:`MindSporeCollective` - MindSpore's all-gather, for ``mindwatch.Monitor(...,
+* :class:`MindSporeCollective` - MindSpore's all-reduce and all-gather, for ``mindwatch.Monitor(...,
   collective=...)`` in a custom data-parallel loop (``TrainingMonitor`` uses it itself).
 """
 

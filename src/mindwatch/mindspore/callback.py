@@ -267,6 +267,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
                     "init() before creating the callback.",
                     self.world_size,
                 )
+        target = device_target()
         return Monitor(
             logdir,
             config,
@@ -275,6 +276,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             rank=self.rank,
             collective=collective,
             loss_ranks=pipeline_loss_ranks(self.world_size),
+            # Where this rank runs, for run.json's ranks and alerts ("rank 1 (node, NPU 1)").
+            device=target if target != "unknown" else None,
+            device_id=device_id(),
         )
 
     @property

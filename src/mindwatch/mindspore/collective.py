@@ -1,14 +1,17 @@
-"""MindSpore's all-gather as mindwatch's :class:`~mindwatch.aggregate.Collective`.
+"""MindSpore's collectives as mindwatch's :class:`~mindwatch.aggregate.Collective`.
 
     from mindspore.communication import init
     init()
     monitor = mindwatch.Monitor("runs/exp", collective=MindSporeCollective())
 
-It is ``ops.AllGather`` over the world group, the one collective that works the same
-from Python on CPU (``mccl``) and Ascend (HCCL), in GRAPH and PyNative mode, and from a
-helper thread (measured: ``docs/dev/multicard-notes.md``). The float64 payload travels
-as int32 words: on CPU, MindSpore 2.10's AllGather silently rounds float64 through
-float32 and truncates int64 to 32 bits, while int32 is moved bit for bit.
+Every interval's reduction is ``mindspore.ops.communication.all_reduce`` in float32
+(sum and max; :meth:`MindSporeCollective.all_reduce` says why float32). The one
+start-up all-gather (rank 0's run folder, every rank's node and device) is
+``ops.AllGather`` over the world group, which works the same from Python on CPU
+(``mccl``) and Ascend (HCCL), in GRAPH and PyNative mode, and from a helper thread
+(measured: ``docs/dev/multicard-notes.md``). Its float64 payload travels as int32
+words: on CPU, MindSpore 2.10's AllGather silently rounds float64 through float32 and
+truncates int64 to 32 bits, while int32 is moved bit for bit.
 """
 
 from __future__ import annotations
@@ -78,7 +81,8 @@ def _all_gather_op() -> Any:
 
 
 class MindSporeCollective:
-    """``all_gather`` over MindSpore's world group (``mindspore.communication.init()`` first)."""
+    """``all_reduce`` and ``all_gather`` over MindSpore's world group
+    (``mindspore.communication.init()`` first)."""
 
     def __init__(self) -> None:
         if not _initialised():

@@ -54,6 +54,7 @@ from mindwatch.monitor.controls import RunControls
 from mindwatch.monitor.session import open_run, place_in_job
 from mindwatch.pipeline import BOTH
 from mindwatch.run import lifecycle
+from mindwatch.run.ranks import this_place
 from mindwatch.sinks.items import Histogram, Scalars, SessionStart, Text, TotalSteps
 
 __all__ = ["Monitor"]
@@ -121,12 +122,17 @@ class Monitor(RunControls):
             (logged; both ``run.json`` files record it), so two runs never mix in one
             folder (:mod:`mindwatch.run.claim`). ``True`` continues it without a purge
             marker (the steps go on after the earlier ones).
-        collective: the framework's all-gather (see :class:`mindwatch.aggregate.Collective`)
+        collective: the framework's collectives (see :class:`mindwatch.aggregate.Collective`)
             for reducing metrics across ranks; every rank must then create its Monitor
             and log the same steps.
         reductions: ``{name or tag: kind}`` declarations that win over the config's.
         loss_ranks: the ranks ``train/loss`` comes from (pipeline parallelism: the last
             stage's); the config's ``loss_source_rank`` wins.
+        device, device_id: the device this rank trains on, for ``run.json`` (``ranks``)
+            and alerts ("rank 1 (node-2, NPU 5)"): its kind as the framework names it
+            (``Ascend``, ``GPU``, ``CPU``; the MindSpore callback passes
+            ``device_target``) and its logical id (by default ``DEVICE_ID``, which
+            msrun exports). The node is this host's name.
     """
 
     def __init__(
@@ -143,6 +149,8 @@ class Monitor(RunControls):
         collective: Optional[Collective] = None,
         reductions: Optional[Mapping[str, ReduceKind]] = None,
         loss_ranks: Optional[Sequence[int]] = None,
+        device: Optional[str] = None,
+        device_id: Optional[int] = None,
     ) -> None:
         self.config = cfg = MonitorConfig.from_any(config)
         if total_steps is not None:  # checked before anything is made on disk
@@ -161,6 +169,7 @@ class Monitor(RunControls):
             collective=collective,
             rank=self.rank,
             world_size=self.world_size,
+            place=this_place(self.rank, device, device_id),
             reductions=reductions,
             loss_ranks=loss_ranks,
             resume=resume if resume is not None else resume_step is not None,

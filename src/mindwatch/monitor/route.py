@@ -6,16 +6,17 @@ reduction first. One interface (:class:`StepRoute`), two implementations.
   on that step (one hand-over to the pipeline's thread), so a stop takes effect at the
   step that raised it.
 * :class:`ReducedRoute`: several ranks with a collective. A step is one append to the
-  aggregator's buffer; every interval the buffered steps are reduced in one all-gather,
-  and a stop the rules decided rides in that reduction's header, so every rank stops at
-  the same step. After a failed reduction it behaves like a local route (each rank
+  aggregator's buffer; every interval the buffered steps are reduced in a few
+  all-reduces, and a stop the rules decided rides in that reduction, so every rank stops
+  at the same step. After a failed reduction it behaves like a local route (each rank
   writes its own values; a stop applies at once).
 
 Both hand the training loop what is due as a value (:meth:`StepRoute.take`): the
 controls decided since it last asked and whether to stop. The front door
 (:class:`~mindwatch.monitor.front.Monitor`) never asks which route it has.
 :class:`RoutePlan` picks one before the run folder is claimed, because the ranks of a
-reduced job agree on the folder through the same collective.
+reduced job agree on the folder, and learn every rank's place (node, device), through
+the same collective.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.metrics.derived import StepRates, Values
 from mindwatch.metrics.steps import LocalSteps, Logged
 from mindwatch.pipeline import Pipeline
+from mindwatch.run.ranks import RankPlace
 
 __all__ = ["LocalRoute", "ReducedRoute", "RoutePlan", "StepRoute"]
 
@@ -293,7 +295,7 @@ class ReducedRoute(StepRoute):
         self.aggregator.drop_from(step)
 
     def set_rate(self, name: str, value: float) -> None:
-        # Rates are derived per rank before packing (the collective thread), not by the
+        # Rates are derived per rank before the reduction (the collective thread), not by the
         # pipeline: the steps prepared from now on use it (the current interval's).
         setattr(self._rates, name, value)
 
@@ -314,14 +316,16 @@ class ReducedRoute(StepRoute):
 class RoutePlan:
     """The route a monitor will take, decided before its run folder exists: with a
     collective and several ranks, an aggregator, whose first collective agrees on rank
-    0's run folder (:meth:`agree`); if the ranks cannot agree, every rank goes local.
+    0's run folder (:meth:`agree`) and tells every rank where the others run
+    (:attr:`places`); if the ranks cannot agree, every rank goes local.
 
     Args:
         config: the monitor's config (``aggregate_every: 0`` turns reduction off).
-        collective: the framework's all-gather, or None.
-        rank, world_size: this process's place.
+        collective: the framework's collectives, or None.
+        rank, world_size: this process's place in the job.
+        place: where this process runs (node, device).
         reductions, loss_ranks: declarations for the aggregator.
-        local: a rank's derivation, which the aggregator applies before packing.
+        local: a rank's derivation, which the aggregator applies before the reduction.
     """
 
     def __init__(
@@ -331,12 +335,17 @@ class RoutePlan:
         *,
         rank: int,
         world_size: int,
+        place: RankPlace,
         reductions: Optional[Mapping[str, ReduceKind]],
         loss_ranks: Optional[Sequence[int]],
         local: LocalSteps,
     ) -> None:
         self.config = config
         self.rank = rank
+        # Every rank's place once agreed; until then (or if the ranks cannot agree, or
+        # nothing is reduced) only this process's own.
+        self.places: list[RankPlace] = [place]
+        self._place = place
         self.aggregator: Optional[Aggregator] = None
         if collective is not None and world_size > 1 and config.aggregate_every != 0:
             self.aggregator = Aggregator.for_config(
@@ -353,20 +362,22 @@ class RoutePlan:
         return self._agree if self.aggregator is not None else None
 
     def _agree(self, made: str) -> Optional[str]:
-        """Rank 0's new run folder, on every rank; None (and no reductions) if the
-        ranks cannot agree."""
+        """Rank 0's new run folder, on every rank (and every rank's place); None (and no
+        reductions, no other rank's place) if the ranks cannot agree."""
         assert self.aggregator is not None
         try:
-            return self.aggregator.agree_on_text(made)
+            agreed, self.places = self.aggregator.agree_on_start(made, self._place)
         except AggregationError as exc:
             log.warning(
                 "mindwatch: rank %d: the ranks could not agree on the run folder (%s); "
-                "nothing will be reduced across ranks, each rank writes its own values",
+                "nothing will be reduced across ranks, each rank writes its own values, "
+                "and alerts name no other rank's node or device",
                 self.rank,
                 exc,
             )
             self.aggregator = None
             return None
+        return agreed
 
     def open(self, pipeline: Pipeline, rates: StepRates, record: Record) -> StepRoute:
         """The route, now that the pipeline exists."""

@@ -1,8 +1,9 @@
 """``RunSession``: one run of this process, from its folder to how it ended.
 
 It holds what a run *is*, apart from its steps: this process's place in the job (rank
-and world size), the run folder (claimed so two runs never mix, or named from
-``run_name``; the link to an earlier run it moved next to), the outputs that write it
+and world size; every rank's node and device, once the ranks agreed), the run folder
+(claimed so two runs never mix, or named from ``run_name``; the link to an earlier run
+it moved next to), the outputs that write it
 (:func:`~mindwatch.pipeline.open_outputs`), ``run.json`` (fields recorded as the run
 goes, the end status), the hyperparameters for TensorBoard's HPARAMS dashboard and the
 FLOPs facts ``run.json`` records. The steps travel on a
@@ -37,7 +38,7 @@ from mindwatch.pipeline.outputs import config_markdown, open_outputs
 from mindwatch.run import lifecycle
 from mindwatch.run.claim import claim_run_dir, link_runs
 from mindwatch.run.layout import new_run_dir
-from mindwatch.run.ranks import env_rank_and_world
+from mindwatch.run.ranks import RankPlace, env_rank_and_world
 from mindwatch.sinks.items import RunStatus, SummaryValues, Text
 
 __all__ = ["RunSession", "open_run", "place_in_job"]
@@ -66,6 +67,7 @@ def open_run(
     collective: Optional[Collective],
     rank: int,
     world_size: int,
+    place: RankPlace,
     reductions: Optional[Mapping[str, ReduceKind]],
     loss_ranks: Optional[Sequence[int]],
     resume: bool,
@@ -73,7 +75,8 @@ def open_run(
     run_info: Optional[Mapping[str, Any]],
 ) -> tuple[RunSession, StepRoute]:
     """This process's run and the route its steps take. The route is planned first:
-    with several ranks, their first collective agrees on the run folder's name."""
+    with several ranks, their first collective agrees on the run folder's name (and
+    tells rank 0 where every rank runs: ``place`` is this process's)."""
     rates = StepRates(
         tokens_per_sample=config.tokens_per_sample,
         flops_per_sample=config.flops_per_sample,
@@ -85,6 +88,7 @@ def open_run(
         collective,
         rank=rank,
         world_size=world_size,
+        place=place,
         reductions=reductions,
         loss_ranks=loss_ranks,
         local=local,
@@ -120,7 +124,8 @@ class RunSession:
         target: the log folder asked for (made absolute; a run folder is claimed in it
             or, with ``run_name``, named inside it).
         rank, world_size: this process's place in the job.
-        plan: the route the steps will take (its ranks agree on a new folder's name).
+        plan: the route the steps will take (its ranks agree on a new folder's name, and
+            learn each other's places: node, device).
         resume: continue the run already in ``target`` (see :class:`Monitor`).
         total_steps, run_info: for the progress display and ``run.json``.
         local: this rank's derivation: its rates (FLOPs settings; the MindFormers view
@@ -175,6 +180,7 @@ class RunSession:
             total_steps=total_steps,
             run_info=run_info,
             local=local,
+            places=plan.places,
         )
         self.pipeline: Pipeline = self.outputs.pipeline
         self.run = self.outputs.run

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from mindwatch.alerts import Alert, AlertLog, Control
 from mindwatch.alerts.engine import RuleEngine
 from mindwatch.common.i18n import _, set_language
 from mindwatch.config import AlertSettings
+from mindwatch.run.ranks import RankPlace
 
 if TYPE_CHECKING:
     from mindwatch.alerts.notify import Dispatcher
@@ -48,6 +49,7 @@ class Alerting:
     Args:
         settings: the config's ``alerts`` section.
         run, rank: written into every alert.
+        places: where the ranks run: an alert's rank gets its node and device.
         alert_log: ``<run>/alerts.jsonl``.
         dispatcher: the notifiers (None: none configured).
         control: where controls go (the pipeline's queue back to the training loop;
@@ -60,6 +62,7 @@ class Alerting:
         *,
         run: str,
         rank: int,
+        places: Iterable[RankPlace] = (),
         alert_log: AlertLog,
         dispatcher: Optional[Dispatcher],
         control: Optional[Callable[[Control], None]] = None,
@@ -67,7 +70,7 @@ class Alerting:
         self.settings = settings
         if settings.language is not None:  # process-wide, like the locale it overrides
             set_language(settings.language)
-        self.engine: Optional[RuleEngine] = RuleEngine(settings, run=run, rank=rank)
+        self.engine: Optional[RuleEngine] = RuleEngine(settings, run=run, rank=rank, places=places)
         self.alert_log = alert_log
         self.dispatcher = dispatcher
         self._control: Callable[[Control], None] = control or _nowhere

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -42,7 +42,7 @@ from mindwatch.pipeline.alerting import Alerting
 from mindwatch.pipeline.pipeline import Pipeline
 from mindwatch.run.info import RunInfo
 from mindwatch.run.layout import ALERTS_FILE, has_event_files
-from mindwatch.run.ranks import rank_folder
+from mindwatch.run.ranks import RankPlace, rank_folder
 from mindwatch.sinks import Sink, SinkGroup, SinkPlace, TensorBoardSink, open_sinks
 
 __all__ = ["Outputs", "config_markdown", "open_outputs", "open_writer"]
@@ -169,10 +169,13 @@ def open_outputs(
     total_steps: Optional[int],
     run_info: Optional[Mapping[str, Any]],
     local: LocalSteps,
+    places: Sequence[RankPlace] = (),
 ) -> Outputs:
     """Open the folders this process writes (LogDirError if one cannot be written), its
     run.json, and the pipeline that feeds them. Each route's sinks are the kinds of
-    :data:`~mindwatch.sinks.SINK_KINDS` that its place and the config ask for."""
+    :data:`~mindwatch.sinks.SINK_KINDS` that its place and the config ask for.
+    ``places``: where the ranks run (every rank's once they agreed, else this one's),
+    for run.json's ``ranks`` and the alerts."""
     cfg = config
     # The folders: rank 0's run folder, and a rank's own (see the module's table).
     main_writer = rank_writer = None
@@ -218,6 +221,8 @@ def open_outputs(
             given.update(peak_tflops=cfg.peak_tflops, peak_source="config")
         if given:
             run.update(flops=given)
+        if places:
+            run.update(ranks=[p.to_dict() for p in places])
         run.write()
     alerting = None
     if cfg.alerts.enabled and main_tb is not None:
@@ -230,6 +235,7 @@ def open_outputs(
             cfg.alerts,
             run=logdir.name,
             rank=rank,
+            places=places,
             alert_log=AlertLog(main_tb.writer.logdir / ALERTS_FILE),
             dispatcher=dispatcher,
         )

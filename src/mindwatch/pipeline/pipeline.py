@@ -6,7 +6,7 @@ steps) appends tuples to one queue; the pipeline's thread takes them in order an
 1. turns a logged step into its local values: the tags, rates from its timing (step
    time, samples/s, tokens/s, TFLOPS, MFU), and counts the non-finite ones
    (:class:`~mindwatch.metrics.steps.LocalSteps`; under reduction the aggregator's
-   collective thread calls the same object before packing: each rank's rates come
+   collective thread calls the same object before the reduction: each rank's rates come
    from its own clock); then, for every step and evaluation written, reduced or not,
    what is derived from the values themselves, once
    (:class:`~mindwatch.metrics.steps.RunValues`: perplexity, as OLMo-core adds it once

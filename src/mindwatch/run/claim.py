@@ -127,7 +127,7 @@ def claim_run_dir(
 ) -> Claim:
     """The folder this process writes when asked to write ``folder`` (absolute).
 
-    See the module's docs; ``agree`` is the job's all-gather of rank 0's choice (the
+    See the module's docs; ``agree`` is the job's start-up all-gather of rank 0's choice (the
     same call on every rank), returning None when the ranks cannot agree.
     """
     if world_size > 1 and agree is not None:

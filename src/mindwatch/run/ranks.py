@@ -1,13 +1,22 @@
-"""Which rank this process is, before any framework is asked."""
+"""Which rank this process is, before any framework is asked, and where it runs."""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
-from typing import Optional
+import socket
+from dataclasses import dataclass
+from typing import Any, Optional
 
-__all__ = ["env_device_id", "env_rank_and_world", "rank_folder", "rank_of_run"]
+__all__ = [
+    "RankPlace",
+    "env_device_id",
+    "env_rank_and_world",
+    "rank_folder",
+    "rank_of_run",
+    "this_place",
+]
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +66,36 @@ def env_device_id() -> Optional[int]:
     """This worker's logical device id from ``DEVICE_ID`` (what msrun exports), or None."""
     raw = os.environ.get("DEVICE_ID", "").strip()
     return int(raw) if raw.isdigit() else None
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    """Where one rank runs: its node (host name) and device.
+
+    ``device`` is the device kind as the framework names it (MindSpore's
+    ``device_target``: ``Ascend``, ``GPU``, ``CPU``), None when nobody said (a custom
+    loop); ``device_id`` the logical device id (``DEVICE_ID``), None when unknown.
+    """
+
+    rank: int
+    node: str
+    device: Optional[str] = None
+    device_id: Optional[int] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The place as ``run.json`` lists it (``ranks``): unknown fields left out."""
+        data: dict[str, Any] = {"rank": self.rank, "node": self.node}
+        if self.device is not None:
+            data["device"] = self.device
+        if self.device_id is not None:
+            data["device_id"] = self.device_id
+        return data
+
+
+def this_place(
+    rank: int, device: Optional[str] = None, device_id: Optional[int] = None
+) -> RankPlace:
+    """This process's place: its host name, ``device``, and ``device_id`` (by default
+    :func:`env_device_id`)."""
+    found = device_id if device_id is not None else env_device_id()
+    return RankPlace(rank, socket.gethostname(), device, found)

@@ -33,8 +33,9 @@ from mindwatch.common.side_files import (
     warn_once,
 )
 from mindwatch.run.layout import RUN_FILE
+from mindwatch.run.ranks import RankPlace
 
-__all__ = ["Attempt", "RunFile", "RunRecord", "read_run_file", "read_run_info"]
+__all__ = ["Attempt", "RankEntry", "RunFile", "RunRecord", "read_run_file", "read_run_info"]
 
 # mindwatch writes a few KB; a file bigger than this is not one of ours.
 MAX_BYTES = 16 << 20
@@ -74,6 +75,18 @@ class Attempt(_Schema):
     resumed_at: Optional[Int64] = None
 
 
+class RankEntry(_Schema):
+    """Where one rank ran (``ranks``: :meth:`mindwatch.run.ranks.RankPlace.to_dict`)."""
+
+    rank: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    node: str
+    device: Optional[str] = None
+    device_id: Optional[Count] = None
+
+    def place(self) -> RankPlace:
+        return RankPlace(self.rank, self.node, self.device, self.device_id)
+
+
 class RecordedConfig(_Schema):
     """The effective config (``config``): only what readers use is declared."""
 
@@ -95,6 +108,7 @@ class RunRecord(_Schema):
     logdir: Optional[str] = None
     world_size: Optional[Ranks] = None
     rank: Optional[Annotated[int, Field(ge=0, le=2**31 - 1)]] = None
+    ranks: list[RankEntry] = []  # every rank's node and device, as the ranks agreed
     versions: dict[str, str] = {}
     config: RecordedConfig = RecordedConfig()
     attempts: list[Attempt] = []

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from click.testing import CliRunner
 
 import mindwatch
 from mindwatch.cli import main
+from mindwatch.testing import LocalGroup
 from mindwatch.tools.watch import STATE_FILE, default_state_path
 
 WRITER = textwrap.dedent(
@@ -75,6 +78,7 @@ def test_a_stalled_run_is_reported_once_until_it_moves_again(tmp_path: Path) -> 
     assert code == 1
     assert [(a["rule"], a["step"], a["severity"]) for a in alerts] == [("stall", 1, "warning")]
     assert "no new step for" in str(alerts[0]["message"])
+    assert alerts[0]["node"] == socket.gethostname()  # run.json's ranks: this process
     assert watch(str(tmp_path), "--stall-secs", "1") == (0, [])  # reported once
     mon.log_step(2, loss=1.0)
     mon.flush()
@@ -166,3 +170,34 @@ def test_a_folder_mixing_runs_is_said_and_only_its_newest_run_judged(tmp_path: P
     result = CliRunner().invoke(main, ["watch", str(tmp_path / "runs"), "--once", "--json"])
     assert "3 runs mixed in one folder" in result.output
     assert result.exit_code == 0
+
+
+def test_alerts_name_the_node_and_device_run_json_lists_for_their_rank(tmp_path: Path) -> None:
+    """Two ranks (threads sharing a LocalGroup) with the in-process rules off: the
+    watcher finds rank 1's NaN through ranks/loss_argmax, and run.json's ranks say
+    where rank 1 ran."""
+    group = LocalGroup(2)
+    config = {"print_every": 0, "aggregate_every": 5, "alerts": {"enabled": False}}
+
+    def rank_main(rank: int) -> None:
+        collective = group.member(rank)
+        with mindwatch.Monitor(
+            tmp_path / "job", config, collective=collective, device="Ascend", device_id=4 + rank
+        ) as mon:
+            for step in range(1, 11):
+                mon.log_step(step, loss=math.nan if (rank, step) == (1, 7) else 1.0)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    code, alerts = watch(str(tmp_path))
+    assert code == 1
+    (alert,) = alerts
+    assert (alert["rule"], alert["step"], alert["rank"]) == ("nonfinite", 7, 1)
+    assert (alert["node"], alert["device"], alert["device_id"]) == (
+        socket.gethostname(),
+        "Ascend",
+        5,
+    )

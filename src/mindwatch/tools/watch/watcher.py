@@ -48,7 +48,7 @@ from mindwatch.common.waits import wait_seconds
 from mindwatch.config import AlertSettings
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
-from mindwatch.run.ranks import rank_of_run
+from mindwatch.run.ranks import RankPlace, rank_of_run
 from mindwatch.run.record import read_run_info
 from mindwatch.tools.completeness import ENDED, steps_gap
 from mindwatch.tools.watch.state import VERSION, SavedRun, load_state
@@ -135,6 +135,7 @@ class Watcher:
             self.settings,
             run=folder.name if name == "." else name,
             rank=rank_of_run(name) or 0,  # a run's own folder is rank 0's
+            places=self._places(name, folder),
         )
         reader = RunReader(folder)
         run = _Run(name, folder, reader, engine)
@@ -149,6 +150,14 @@ class Watcher:
             run.ended = saved.ended
         self._runs[name] = run
         return run
+
+    @staticmethod
+    def _places(name: str, folder: Path) -> list[RankPlace]:
+        """Where the run's ranks ran (its run.json's ``ranks``; a rank's own folder has
+        none: the run's folder above says it), so alerts name the node and device."""
+        if rank_of_run(name) is not None:
+            folder = folder.parent
+        return [entry.place() for entry in read_run_info(folder).ranks]
 
     def poll(self, now: Optional[float] = None) -> list[Alert]:
         """Read what is new in every run, apply the rules, check for stalls."""
@@ -194,7 +203,12 @@ class Watcher:
                 f"the newest run only. To split the folder: {'; '.join(mixed.split_commands())}"
             )
             if run.runs_seen:
-                run.engine = RuleEngine(self.settings, run=run.engine.run, rank=run.engine.rank)
+                run.engine = RuleEngine(
+                    self.settings,
+                    run=run.engine.run,
+                    rank=run.engine.rank,
+                    places=run.engine.places.values(),
+                )
             newest = {f.name for f in mixed.runs[-1]}
             skip = [n for n in names if n not in newest and n not in read]
             with contextlib.suppress(OSError):
@@ -256,19 +270,21 @@ class Watcher:
         run.stalled = True
         minutes = idle / 60
         return [
-            Alert(
-                rule="stall",
-                severity="warning",
-                metric="step",
-                value=float(run.last_step) if run.last_step is not None else None,
-                step=run.last_step or 0,
-                message=_("no new step for {minutes:.1f} min (last: step {step})").format(
-                    minutes=minutes, step=run.last_step
-                ),
-                baseline=settings.seconds,
-                rank=run.engine.rank,
-                run=run.engine.run,
-                causes=likely_causes("stall"),
+            run.engine.locate(
+                Alert(
+                    rule="stall",
+                    severity="warning",
+                    metric="step",
+                    value=float(run.last_step) if run.last_step is not None else None,
+                    step=run.last_step or 0,
+                    message=_("no new step for {minutes:.1f} min (last: step {step})").format(
+                        minutes=minutes, step=run.last_step
+                    ),
+                    baseline=settings.seconds,
+                    rank=run.engine.rank,
+                    run=run.engine.run,
+                    causes=likely_causes("stall"),
+                )
             )
         ]
 
