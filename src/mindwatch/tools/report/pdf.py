@@ -18,6 +18,7 @@ half the PDF's time.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +28,7 @@ from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language
 from mindwatch.tools.report import formatting
 from mindwatch.tools.report.charts import RATES, STATS, charts, legend, number, style
+from mindwatch.tools.report.ranks import ranks_header, ranks_notes, ranks_rows
 from mindwatch.tools.report.rows import summary_rows
 from mindwatch.tools.report.summary import RunSummary
 from mindwatch.tools.report.tables import comparison_table, shared_hparams
@@ -160,6 +162,18 @@ def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[
                 pages.append(page)
             page.heading(_("Hyperparameters of this run") if shared else _("Hyperparameters"), 10)
             page.table(None, rows, [0.35, 0.65])
+        ranks = run.facts.get("ranks") or []
+        if ranks:
+            rows = ranks_rows(ranks)
+            if page.room() < 0.0185 * (len(rows) + 1) + 0.1:
+                page = _Page()
+                pages.append(page)
+            page.heading(_("Ranks"), 10)
+            widths = [0.06, 0.16, 0.07, 0.1, 0.1, 0.13, 0.13, 0.13, 0.12]
+            page.table(ranks_header(), rows, widths)
+            for note in ranks_notes(ranks):  # wrapped: a line of the page holds ~130 letters
+                for part in textwrap.wrap(note, 130 if note.isascii() else 70):
+                    page.line(part, 6.5)
     return pages
 
 
