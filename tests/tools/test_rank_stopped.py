@@ -8,6 +8,7 @@ point is 95 s old (the writer's wall times), the others' are fresh.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -31,19 +32,28 @@ def write_rank(folder: Path, rank: int, last_step: int, last_wall: float) -> Non
     write_rank_file(folder, rank=rank, hardware={"node": f"node-{'ab'[rank]}", "device_id": rank})
 
 
-@pytest.fixture
-def job(tmp_path: Path) -> Iterator[Path]:
-    """A job whose rank 1 stopped at step 120 while rank 0 is at step 400."""
-    run = tmp_path / "job"
+@contextlib.contextmanager
+def running_job(root: Path, lag: float) -> Iterator[Path]:
+    """A running job whose rank 1 stopped at step 120, ``lag`` seconds before rank 0's
+    newest point at step 400."""
+    run = root / "job"
     monitor = mindwatch.Monitor(run, {"print_every": 0, "alerts": {"enabled": False}})
     for step in range(1, 401):
         monitor.log_step(step, loss=1.0 / step)
     monitor.flush()
     now = time.time()
     write_rank(run / "rank_0", 0, 400, now - 1)
-    write_rank(run / "rank_1", 1, 120, now - 95)
-    yield run
-    monitor.close()
+    write_rank(run / "rank_1", 1, 120, now - 1 - lag)
+    try:
+        yield run
+    finally:
+        monitor.close()
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Iterator[Path]:
+    with running_job(tmp_path, 94) as run:
+        yield run
 
 
 def test_doctor_names_the_rank_that_stopped_reporting(job: Path) -> None:
@@ -60,8 +70,17 @@ def test_doctor_in_chinese(job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANGUAGE", "zh_CN")
     set_language(None)
     result = CliRunner().invoke(main, ["doctor", str(job)])
-    assert "有 rank 停止上报：rank 1（node-b，设备 1）最后写入第 120 步" in result.output
+    assert "有 rank 停止上报：rank 1（node-b，设备 1）最后一次写入是第 120 步" in result.output
     assert "其他 rank 已到第 400 步" in result.output
+
+
+def test_doctor_says_a_rank_is_behind_before_calling_it_stopped(tmp_path: Path) -> None:
+    with running_job(tmp_path, 30) as run:
+        result = CliRunner().invoke(main, ["doctor", str(run)])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if "last wrote" in line)
+    assert line.startswith("[   info] run .: rank 1 (node-b, device 1) last wrote step 120, 3")
+    assert line.endswith("the other ranks are at step 400 (called stopped after 60 s)")
 
 
 def test_doctor_on_ranks_that_all_go_on(tmp_path: Path) -> None:

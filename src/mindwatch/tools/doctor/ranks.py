@@ -71,7 +71,18 @@ def rank_findings(runs: list[tuple[str, Path]], now: Optional[float] = None) -> 
                     ).format(rank=rank.rank),
                 )
             )
-        if not late:
+        early = [] if late or ended else behind(progress, min_lag=max(2 * flush_secs, 1.0))
+        for rank, others in early:  # behind, but maybe a slow step or a checkpoint
+            findings.append(
+                Finding(
+                    check,
+                    "info",
+                    _("{what} (called stopped after {seconds:.0f} s)").format(
+                        what=stopped_message(rank, others, now), seconds=SILENT_SECS
+                    ),
+                )
+            )
+        if not late and not early:
             steps = sorted({p.last_step for p in progress if p.last_step is not None})
             at = "?" if not steps else str(steps[0])
             if len(steps) > 1:
