@@ -121,3 +121,32 @@ def test_watch_keeps_the_plain_stall_message_when_every_rank_stopped(tmp_path: P
     messages = [a["message"] for a in alerts if a["rule"] == "stall"]
     assert len(messages) == 3, result.output  # the run's folder and both ranks'
     assert all("no new step for" in m for m in messages), messages
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["bytes", "folder", "list", "wrong types", "fifo"],
+)
+def test_a_damaged_rank_file_leaves_the_node_from_the_event_file_name(
+    job: Path, damage: str
+) -> None:
+    """rank.json garbled, a folder, a list, wrong types or a FIFO in its place: the rank
+    is still named, with the host its event files were written on."""
+    import os
+    import socket
+
+    path = job / "rank_1" / "rank.json"
+    path.unlink()
+    if damage == "bytes":
+        path.write_bytes(b"\xff\x00{not json")
+    elif damage == "folder":
+        path.mkdir()
+    elif damage == "list":
+        path.write_text("[1, 2]")
+    elif damage == "wrong types":
+        path.write_text(json.dumps({"hardware": {"node": 7, "device_id": "one"}}))
+    else:
+        os.mkfifo(path)
+    result = CliRunner().invoke(main, ["doctor", str(job)])
+    assert result.exit_code == 1, result.output
+    assert f"rank 1 ({socket.gethostname()}) last wrote step 120" in result.output
