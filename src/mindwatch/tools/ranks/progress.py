@@ -97,7 +97,7 @@ def stopped_message(rank: RankProgress, others: Sequence[RankProgress], now: flo
     """``rank 1 (node-a, device 1) last wrote step 120, 95 s ago; the other ranks are at
     step 400`` (in the current language)."""
     where = rank.identity.label()
-    who = _("rank {rank} ({where})") if where else _("rank {rank}")
+    who = _("rank {rank} ({where})") if where else _("rank {rank} (node unknown)")
     who = who.format(rank=rank.rank, where=where)
     steps = sorted({p.last_step for p in others if p.last_step is not None})
     at = str(steps[-1]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"
