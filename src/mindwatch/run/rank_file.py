@@ -11,7 +11,9 @@ temporary file, then a rename); a failure is one warning, never an error.
 Reading it (:func:`rank_identity`) tries, in order: the folder's ``rank.json``, its
 ``run.json`` (a rank that writes a run of its own: no reduction), and, for rank 0, the
 run's own ``run.json``; the host of the newest event file's name
-(``events.out.tfevents.<time>.<host>.<pid>.<n>``) is the last resort for the node.
+(``events.out.tfevents.<time>.<host>.<pid>.<n>``) is the last resort for the node, for
+a run mindwatch wrote live (one with a ``run.json``; ``mindwatch convert``'s files name
+the machine that converted them).
 """
 
 from __future__ import annotations
@@ -116,10 +118,15 @@ def rank_identity(folder: Path, rank: int, run_folder: Optional[Path] = None) ->
     """Rank ``rank``'s node and device, from its folder ``folder`` (``run_folder``: the
     run it belongs to, whose run.json is rank 0's); see the module for the order."""
     found = _rank_file(folder)
-    if found.node is None:
-        found = _from_hardware(read_run_file(folder, warn=False).record.get("hardware"))
-    if found.node is None and rank == 0 and run_folder is not None:
-        found = _from_hardware(read_run_file(run_folder, warn=False).record.get("hardware"))
-    if found.node is None:
+    if found.node is not None:
+        return found
+    own = read_run_file(folder, warn=False)
+    found = _from_hardware(own.record.get("hardware"))
+    run = read_run_file(run_folder, warn=False) if run_folder is not None else own
+    if found.node is None and rank == 0:
+        found = _from_hardware(run.record.get("hardware"))
+    if found.node is None and (own.found or run.found):
+        # Written live by mindwatch (a run.json says so), so by the rank's own process;
+        # not by `mindwatch convert`, whose files name the converting machine.
         found = RankIdentity(_event_file_host(folder), found.device)
     return found

@@ -119,3 +119,20 @@ def test_a_single_process_run_has_no_ranks_table(tmp_path: Path) -> None:
     )
     assert 'class="ranks"' not in (out / "report.html").read_text("utf-8")
     assert "ranks" not in json.loads((out / "report.json").read_text())["runs"][0]
+
+
+def test_converted_worker_logs_get_no_table_of_dashes(tmp_path: Path) -> None:
+    """`mindwatch convert` of two workers' logs gives rank folders with nothing the table
+    shows (no straggler medians, no hardware, no run.json naming a node)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    fixture = Path(__file__).parents[2] / "fixtures" / "logs" / "mindformers-1.9-worker_0.log"
+    for rank in (0, 1):
+        (logs / f"worker_{rank}.log").write_text(fixture.read_text())
+    assert CliRunner().invoke(main, ["convert", str(logs), str(tmp_path / "run")]).exit_code == 0
+    assert (tmp_path / "run" / "rank_1").is_dir()
+    out = tmp_path / "report"
+    CliRunner().invoke(
+        main, ["report", str(tmp_path / "run"), "--out", str(out), "--format", "json"]
+    )
+    assert "ranks" not in json.loads((out / "report.json").read_text())["runs"][0]

@@ -144,8 +144,10 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
             alerts=read_alerts(folder / ALERTS_FILE),
         )
         run.facts = _clean(_facts(run, group))
-        if len(own) > 1:
-            run.facts["ranks"] = _clean(rank_facts(folder, run.info, own))
+        entries = rank_facts(folder, run.info, own) if len(own) > 1 else []
+        known = ("node", "input_score", "compute_score", "peak_rss_mb")
+        if any(entry.get(key) is not None for entry in entries for key in known):
+            run.facts["ranks"] = _clean(entries)  # not a table of dashes (converted logs)
         mixed = mixed_runs(folder)
         if mixed is not None:  # its curves have two points per step: say so, first
             run.facts = {"mixed_runs": mixed.describe(), **run.facts}
