@@ -17,9 +17,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
 def test_the_report_names_the_rank_with_the_slow_input_pipeline(tmp_path: Path) -> None:
-    config = {"per_rank": True, "aggregate_every": 10, "flush_secs": 0.2}
-    done = msrun(  # rank 1 sleeps 20 ms more per batch while it loads its data
-        tmp_path, "model", "--steps=200", "--slow-input-ms=20", f"--config={json.dumps(config)}"
+    """Rank 1 sleeps 200 ms per batch while loading it: far longer than a step even on a
+    loaded 2-core machine (where a 20 ms slowdown hid behind 30-90 ms steps and the
+    batches prefetched while the graph compiled)."""
+    config = {
+        "per_rank": True,
+        "aggregate_every": 10,
+        "flush_secs": 0.2,
+        "alerts": {"straggler": {"interval": 5}},
+    }
+    done = msrun(
+        tmp_path, "model", "--steps=80", "--slow-input-ms=200", f"--config={json.dumps(config)}"
     )
     assert done.returncode == 0, worker_log(tmp_path, 0)[-3000:]
     facts = json.loads((tmp_path / "run" / "rank_1" / "rank.json").read_text())

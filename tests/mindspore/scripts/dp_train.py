@@ -12,7 +12,8 @@ survives a rank that MindSpore kills), for the test to compare with.
 ``--die-at N``: rank 1 leaves at step N (``os._exit(0)``: msrun counts a 0 exit as
 done, so rank 0 is left running alone). ``--no-dp``: no gradient all-reduce, so that
 mindwatch's own all-gather is the only collective (rank 0 can then train on alone).
-``--slow-input-ms X``: rank 1's input pipeline takes X ms more per batch (a straggler).
+``--slow-input-ms X``: rank 1's input pipeline takes X ms more per batch (a straggler;
+the prefetch buffer is then 1 deep, so that compiling does not fill it ahead).
 ``--hold``: after the last step, before the monitor closes, every rank writes
 ``OUT/held_rank<r>`` and waits (at most 120 s) for ``OUT/release``, so a test can
 scrape the exporter of a job that has trained.
@@ -135,6 +136,8 @@ class Hold(ms.train.Callback):
 config = {"logdir": str(args.out / "run"), "print_every": 0, **json.loads(args.config)}
 net = network()
 opt = nn.SGD(net.trainable_params(), learning_rate=0.02)
+if args.slow_input_ms:  # no deep prefetch buffer filled while compiling to hide it
+    ms.dataset.config.set_prefetch_size(1)
 dataset = ms.dataset.GeneratorDataset(Source(), ["x", "y"], shuffle=False).batch(BATCH)
 
 if args.entry == "model":
