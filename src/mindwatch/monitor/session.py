@@ -38,6 +38,7 @@ from mindwatch.pipeline.outputs import config_markdown, open_outputs
 from mindwatch.run import lifecycle
 from mindwatch.run.claim import claim_run_dir, link_runs
 from mindwatch.run.layout import new_run_dir
+from mindwatch.run.rank_file import write_rank_file
 from mindwatch.run.ranks import RankPlace, env_rank_and_world
 from mindwatch.sinks.items import RunStatus, SummaryValues, Text
 
@@ -204,10 +205,14 @@ class RunSession:
             self.pipeline.item(Text("mindwatch/config", text, 0))
 
     def record(self, **fields: Any) -> None:
-        """Add ``fields`` to ``run.json`` now (on the rank that writes it)."""
+        """Add ``fields`` to ``run.json`` now (on the rank that writes it); a rank that
+        writes only its own folder keeps its hardware facts there (``rank.json``)."""
         if self.run is not None:
             self.run.update(**fields)
             self.run.write()
+        elif "hardware" in fields and self.outputs.rank_tb is not None:
+            folder = self.outputs.rank_tb.writer.logdir
+            write_rank_file(folder, rank=self.rank, hardware=fields["hardware"])
 
     # ------------------------------------------------------------ hyperparameters
 

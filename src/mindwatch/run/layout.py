@@ -7,6 +7,7 @@
       run.json                                RUN_FILE (mindwatch.run.info)
       alerts.jsonl                            ALERTS_FILE (mindwatch.alerts)
       rank_<r>/                               rank r's own values (mindwatch.run.ranks)
+        rank.json                             its node and device (mindwatch.run.rank_file)
 
 New run folders (``run_name``) are named ``<root>/<YYYYmmdd-HHMMSS>_<name>[_<key>-<value>
 ...]``: ASCII-safe (any other character becomes ``-``) so the name survives shells,

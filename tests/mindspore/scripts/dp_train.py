@@ -12,6 +12,8 @@ survives a rank that MindSpore kills), for the test to compare with.
 ``--die-at N``: rank 1 leaves at step N (``os._exit(0)``: msrun counts a 0 exit as
 done, so rank 0 is left running alone). ``--no-dp``: no gradient all-reduce, so that
 mindwatch's own all-gather is the only collective (rank 0 can then train on alone).
+``--slow-input-ms X``: rank 1's input pipeline takes X ms more per batch (a straggler;
+the prefetch buffer is then 1 deep, so that compiling does not fill it ahead).
 ``--hold``: after the last step, before the monitor closes, every rank writes
 ``OUT/held_rank<r>`` and waits (at most 120 s) for ``OUT/release``, so a test can
 scrape the exporter of a job that has trained.
@@ -38,6 +40,7 @@ parser.add_argument("--corrupt", default="")
 parser.add_argument("--die-at", type=int, default=0)
 parser.add_argument("--no-dp", action="store_true")
 parser.add_argument("--hold", action="store_true")
+parser.add_argument("--slow-input-ms", type=float, default=0.0)  # rank 1's, per batch
 parser.add_argument("--config", default="{}")
 parser.add_argument("--mode", choices=["graph", "pynative"], default="graph")
 args = parser.parse_args()
@@ -69,6 +72,8 @@ class Source:
         return args.steps * BATCH
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        if RANK == 1 and args.slow_input_ms:
+            time.sleep(args.slow_input_ms / 1000.0 / BATCH)
         rng = np.random.default_rng(1000 * RANK + index)
         x = rng.normal(size=8).astype(np.float32)
         y = (x @ W_TRUE).astype(np.float32) + rng.normal(scale=0.1, size=1).astype(np.float32)
@@ -131,6 +136,8 @@ class Hold(ms.train.Callback):
 config = {"logdir": str(args.out / "run"), "print_every": 0, **json.loads(args.config)}
 net = network()
 opt = nn.SGD(net.trainable_params(), learning_rate=0.02)
+if args.slow_input_ms:  # no deep prefetch buffer filled while compiling to hide it
+    ms.dataset.config.set_prefetch_size(1)
 dataset = ms.dataset.GeneratorDataset(Source(), ["x", "y"], shuffle=False).batch(BATCH)
 
 if args.entry == "model":

@@ -26,6 +26,7 @@ from mindwatch.run.record import RunFile, read_run_file, read_run_info
 from mindwatch.tools.completeness import ENDED
 from mindwatch.tools.doctor.event_files import event_file_findings
 from mindwatch.tools.doctor.findings import Finding
+from mindwatch.tools.doctor.ranks import rank_findings
 
 __all__ = ["diagnose"]
 
@@ -118,6 +119,7 @@ def _folder(logdir: Path) -> list[Finding]:
     )
     for name, folder in runs:
         findings += _run(name, folder)
+    findings += rank_findings(runs)
     return findings
 
 

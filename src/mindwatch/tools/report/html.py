@@ -11,6 +11,7 @@ from typing import Any
 
 from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language, ngettext
+from mindwatch.tools.report.ranks import ranks_header, ranks_notes, ranks_rows
 from mindwatch.tools.report.rows import alert_row, summary_rows, throughput_rows
 from mindwatch.tools.report.summary import RunSummary
 from mindwatch.tools.report.tables import comparison_table, shared_hparams, spread_rows
@@ -70,11 +71,14 @@ def html_page(
                 ),
                 "throughput": throughput_rows(run),
                 "spread": spread_rows(run),
+                "ranks": ranks_rows(run.facts.get("ranks") or []),
+                "ranks_notes": ranks_notes(run.facts.get("ranks") or []),
                 "alerts": [alert_row(a) for a in run.alerts],
             }
             for run in runs
         ],
         comparison=comparison_table(runs) if len(runs) > 1 else None,
+        ranks_header=ranks_header(),
         charts=rendered,
         plots=plots,
         plotly=script,

@@ -18,6 +18,7 @@ half the PDF's time.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +28,7 @@ from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language
 from mindwatch.tools.report import formatting
 from mindwatch.tools.report.charts import RATES, STATS, charts, legend, number, style
+from mindwatch.tools.report.ranks import ranks_header, ranks_notes, ranks_rows
 from mindwatch.tools.report.rows import summary_rows
 from mindwatch.tools.report.summary import RunSummary
 from mindwatch.tools.report.tables import comparison_table, shared_hparams
@@ -80,9 +82,11 @@ class _Page:
         widths: list[float],
         bold: Optional[set[tuple[int, int]]] = None,
     ) -> None:
-        """Rows of text cells as a ruled table; ``bold``: (row, column) cells to mark."""
+        """Rows of text cells as a ruled table; ``bold``: (row, column) cells to mark.
+        A header label may hold a line break (its row is then two lines high)."""
         row_h = 0.0185
-        count = len(rows) + (1 if header else 0)
+        header_lines = max((label.count("\n") + 1 for label in header), default=1) if header else 0
+        count = len(rows) + header_lines
         height = row_h * count
         from matplotlib.transforms import Bbox
 
@@ -100,6 +104,7 @@ class _Page:
             cell.get_text().set_horizontalalignment("left" if c == 0 else "right")
             cell.PAD = 0.03
             if header and r == 0:
+                cell.set_height(cell.get_height() * header_lines)  # the bbox scales rows
                 cell.set_facecolor("#eef2f7")
                 cell.get_text().set_fontsize(7)
                 cell.get_text().set_fontweight("bold")
@@ -108,6 +113,15 @@ class _Page:
                 cell.get_text().set_fontweight("bold")
                 cell.set_facecolor("#e6f4ea")
         self.y -= height + 0.025
+
+
+def _two_lines(label: str) -> str:
+    """A long column label broken at its middle space (a narrow column's header)."""
+    if len(label) < 10 or " " not in label:
+        return label
+    spaces = [i for i, c in enumerate(label) if c == " "]
+    cut = min(spaces, key=lambda i: abs(i - len(label) / 2))
+    return label[:cut] + "\n" + label[cut + 1 :]
 
 
 def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[_Page]:
@@ -160,6 +174,19 @@ def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[
                 pages.append(page)
             page.heading(_("Hyperparameters of this run") if shared else _("Hyperparameters"), 10)
             page.table(None, rows, [0.35, 0.65])
+        ranks = run.facts.get("ranks") or []
+        if ranks:
+            rows = ranks_rows(ranks)
+            if page.room() < 0.0185 * (len(rows) + 1) + 0.1:
+                page = _Page()
+                pages.append(page)
+            page.heading(_("Ranks"), 10)
+            widths = [0.06, 0.16, 0.07, 0.1, 0.1, 0.13, 0.13, 0.13, 0.12]
+            page.table([_two_lines(label) for label in ranks_header()], rows, widths)
+            for note in ranks_notes(ranks):  # wrapped: a line of the page holds ~130 letters
+                wide = any(ord(c) >= 0x2E80 for c in note)  # CJK letters are twice as wide
+                for part in textwrap.wrap(note, 75 if wide else 150):
+                    page.line(part, 6.5)
     return pages
 
 

@@ -31,6 +31,7 @@ from mindwatch.run.ranks import rank_of_run
 from mindwatch.run.record import RunRecord, read_run_info
 from mindwatch.tools.completeness import held_steps, steps_gap
 from mindwatch.tools.report.formatting import milliseconds
+from mindwatch.tools.report.ranks import rank_facts
 from mindwatch.tools.report.warmup import FACTOR, warmup_points
 
 if TYPE_CHECKING:
@@ -117,13 +118,24 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
     """
     names = {n for n, _ in find_runs(logdir)}
     runs = []
-    for key, group in frame.groupby("run", sort=True):
+    groups = list(frame.groupby("run", sort=True))
+    ranks: dict[str, dict[int, tuple[Path, dict[str, Series]]]] = {}
+    for key, group in groups:
+        name = str(key)
+        parent = name.rsplit("/", 1)[0] if "/" in name else "."
+        rank = rank_of_run(name)
+        if rank is not None and parent in names:
+            ranks.setdefault(parent, {})[rank] = (logdir / name, _tag_series(group))
+    for key, group in groups:
         name = str(key)
         parent = name.rsplit("/", 1)[0] if "/" in name else "."
         if rank_of_run(name) is not None and parent in names:
             continue
         folder = logdir if name == "." else logdir / name
         series = _tag_series(group)
+        own = dict(ranks.get(name, {}))
+        if own and 0 not in own:  # ranks that wrote runs of their own: this is rank 0's
+            own[0] = (folder, series)
         run = RunSummary(
             name=name if name != "." else logdir.resolve().name,
             folder=folder,
@@ -132,6 +144,10 @@ def summarize(frame: pd.DataFrame, logdir: Path) -> list[RunSummary]:
             alerts=read_alerts(folder / ALERTS_FILE),
         )
         run.facts = _clean(_facts(run, group))
+        entries = rank_facts(folder, run.info, own) if len(own) > 1 else []
+        known = ("node", "input_score", "compute_score", "peak_rss_mb")
+        if any(entry.get(key) is not None for entry in entries for key in known):
+            run.facts["ranks"] = _clean(entries)  # not a table of dashes (converted logs)
         mixed = mixed_runs(folder)
         if mixed is not None:  # its curves have two points per step: say so, first
             run.facts = {"mixed_runs": mixed.describe(), **run.facts}

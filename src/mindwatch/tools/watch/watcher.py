@@ -48,9 +48,11 @@ from mindwatch.common.waits import wait_seconds
 from mindwatch.config import AlertSettings
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.events.reader import RunReader, Scalar, event_files, find_runs
+from mindwatch.run.rank_file import RankIdentity, rank_identity
 from mindwatch.run.ranks import RankPlace, rank_of_run
 from mindwatch.run.record import read_run_info
 from mindwatch.tools.completeness import ENDED, steps_gap
+from mindwatch.tools.ranks import RankProgress, behind, stopped_message
 from mindwatch.tools.watch.state import VERSION, SavedRun, load_state
 
 __all__ = ["STATE_FILE", "PollObserver", "Watcher", "default_state_path", "watch"]
@@ -269,6 +271,9 @@ class Watcher:
             return []
         run.stalled = True
         minutes = idle / 60
+        message = self._rank_stopped(run, now) or _(
+            "no new step for {minutes:.1f} min (last: step {step})"
+        ).format(minutes=minutes, step=run.last_step)
         return [
             run.engine.locate(
                 Alert(
@@ -277,9 +282,7 @@ class Watcher:
                     metric="step",
                     value=float(run.last_step) if run.last_step is not None else None,
                     step=run.last_step or 0,
-                    message=_("no new step for {minutes:.1f} min (last: step {step})").format(
-                        minutes=minutes, step=run.last_step
-                    ),
+                    message=message,
                     baseline=settings.seconds,
                     rank=run.engine.rank,
                     run=run.engine.run,
@@ -287,6 +290,37 @@ class Watcher:
                 )
             )
         ]
+
+    def _rank_stopped(self, run: _Run, now: float) -> Optional[str]:
+        """For a rank of a data-parallel run that stalled while the other ranks go on:
+        which rank, where it ran and how far behind it is (mindwatch.tools.ranks)."""
+        rank = rank_of_run(run.name)
+        run_name = run.name.rsplit("/", 1)[0] if "/" in run.name else "."
+        if rank is None:
+            rank, run_name = 0, run.name
+        group: dict[int, list[_Run]] = {}
+        for other in self._runs.values():
+            other_rank = rank_of_run(other.name)
+            parent = other.name.rsplit("/", 1)[0] if "/" in other.name else "."
+            if other_rank is not None and parent == run_name:
+                group.setdefault(other_rank, []).append(other)
+            elif other.name == run_name:
+                group.setdefault(0, []).append(other)
+        if len(group) < 2 or rank not in group:
+            return None
+        progress = []
+        for number, runs in sorted(group.items()):
+            walls = [r.last_wall for r in runs if r.last_wall is not None]
+            steps = [r.last_step for r in runs if r.last_step is not None]
+            own = next((r.folder for r in runs if rank_of_run(r.name) is not None), runs[0].folder)
+            where = self.logdir if run_name == "." else self.logdir / run_name
+            identity = rank_identity(own, number, where) if number == rank else RankIdentity()
+            last_step = max(steps) if steps else None
+            progress.append(RankProgress(number, identity, last_step, max(walls, default=None)))
+        for late, others in behind(progress, min_lag=self.settings.stall.seconds):
+            if late.rank == rank:
+                return stopped_message(late, others, now)
+        return None
 
     @staticmethod
     def _status(run: _Run) -> Optional[str]:
