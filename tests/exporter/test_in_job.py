@@ -115,6 +115,13 @@ def test_per_rank_without_reduction_serves_a_rank_on_port_plus_rank(tmp_path: Pa
         mon.flush()
         text = http_get(f"http://127.0.0.1:{port + 1}/metrics")
     assert value(text, "mindwatch_loss", run=mon.logdir.name, rank="1", **here()) == 2.0
+    # Rank 0 without reduction: the run it serves holds its own values, so they carry
+    # its node and device too.
+    with Monitor(tmp_path / "zero", config(port=port), rank=0, world_size=2) as mon:
+        mon.log_step(5, loss=3.0)
+        mon.flush()
+        text = http_get(f"http://127.0.0.1:{port}/metrics")
+    assert value(text, "mindwatch_loss", run=mon.logdir.name, **here()) == 3.0
     # Without per_rank, rank 1 serves nothing.
     with Monitor(tmp_path / "other", config(port=port), rank=1, world_size=2) as mon:
         mon.log_step(5, loss=2.0)

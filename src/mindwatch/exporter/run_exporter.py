@@ -82,11 +82,16 @@ class RunExporter:
         self._started = False
         self._closed = False
 
-    def series(self, *, rank: Optional[int] = None) -> RunSeries:
-        """The series of this run (``rank``: a rank's own values), marked running."""
+    def series(self, *, rank: Optional[int] = None, own: Optional[bool] = None) -> RunSeries:
+        """The series of this run (``rank``: a rank's own values), marked running.
+        ``own``: they are this process's own values, labelled with its node and device
+        (default: a rank's, or those of a run of one process; never a job's reduced
+        values)."""
         series = self.metrics.run(self.run, rank=rank)
         series.set_world_size(self.world_size)
-        if rank is not None or self.world_size == 1:  # one process's own values
+        if own is None:
+            own = rank is not None or self.world_size == 1
+        if own:
             series.set_place(self.node, self.device_id)
         series.set_status("running")
         return series
