@@ -116,6 +116,26 @@ class StopAfter(Callback):  # type: ignore[misc]
             run_context.request_stop()
 
 
+class SampledSteps(Callback):  # type: ignore[misc]
+    """The steps during which ``monitor``'s hardware sampler published a sample (its
+    count changed between this step's end and the previous one's)."""
+
+    def __init__(self, monitor: Any) -> None:
+        super().__init__()
+        self.monitor = monitor
+        self.steps: list[int] = []  # 1-based, as the step timer's
+        self._done = 0
+        self._seen = 0
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        self._done += 1
+        telemetry = self.monitor.monitor.telemetry
+        published = telemetry.published if telemetry is not None else 0
+        if published != self._seen:
+            self._seen = published
+            self.steps.append(self._done)
+
+
 class NaiveTensorBoardX(Callback):  # type: ignore[misc]
     """Writes scalars with tensorboardX every step, on the training thread's terms."""
 
@@ -345,20 +365,21 @@ def main() -> None:
         f"  TrainingMonitor(), {args.hardware_round_s:g} s rounds",
         "    same, hardware.enabled: false",
     )
-    hw_monitors: list[Any] = []  # the hardware-on monitors, to count their samples
+    hw_monitors: list[Any] = []  # the telemetry rounds' monitors, to count their samples
 
     def hw_on(b: int) -> list[Any]:
         hw_monitors.append(TrainingMonitor(logdir=folder()))
+        return [hw_monitors[-1]]
+
+    def hw_off(b: int) -> list[Any]:
+        hw_monitors.append(TrainingMonitor({"hardware": {"enabled": False}}, logdir=folder()))
         return [hw_monitors[-1]]
 
     hardware: dict[str, tuple[str, Callable[[int], list[Any]]]] = {}
     if args.hardware:
         hardware[hw_bare_name] = ("plain", lambda b: [])
         hardware[hw_on_name] = ("plain", hw_on)
-        hardware[hw_off_name] = (
-            "plain",
-            lambda b: [TrainingMonitor({"hardware": {"enabled": False}}, logdir=folder())],
-        )
+        hardware[hw_off_name] = ("plain", hw_off)
     configs: dict[str, tuple[str, Callable[[int], list[Any]]]] = {
         bare_name: ("plain", lambda b: []),
         "MindSpore LossMonitor()": ("plain", lambda b: [LossMonitor()]),
@@ -385,6 +406,8 @@ def main() -> None:
                 model.train(1, dataset(20, batch))
         ratios: dict[str, list[float]] = {name: [] for name in configs}
         means: dict[str, list[float]] = {name: [] for name in configs}  # per round
+        sampled: list[float] = []  # intervals of the steps that held a sample
+        on_steps: list[float] = []  # every interval of the rounds with telemetry on
         hw_monitors.clear()
         medians: dict[str, list[float]] = {name: [] for name in configs}
         inside: dict[str, list[float]] = {name: [] for name in configs}
@@ -401,10 +424,20 @@ def main() -> None:
                     # takes seconds to start on a loaded machine)
                     steps = max(args.steps, int(args.hardware_round_s * 2000))
                     extra = [StopAfter(args.hardware_round_s, args.steps)]
+                    if name != hw_bare_name:  # on and off alike: the same callbacks
+                        extra.append(SampledSteps(hw_monitors[-1]))
                 with quiet_stdout():
                     models[name].train(1, dataset(steps, batch), callbacks=[timer, timed, *extra])
                 this_round[name] = statistics.median(timer.intervals()[5:])
                 means[name].append(statistics.fmean(timer.intervals()[5:]))
+                if name == hw_on_name:
+                    intervals = timer.intervals()
+                    on_steps += intervals[5:]
+                    # interval j runs from step j+1's begin to step j+2's: it holds the
+                    # end of step j+1
+                    sampled += [
+                        intervals[s - 1] for s in extra[-1].steps if 5 < s <= len(intervals)
+                    ]
                 if name == layers_name:
                     recording += [t for step, t in timed.per_step if step % every == 0]
                     plain_steps = [t for step, t in timed.per_step if step % every]
@@ -449,15 +482,24 @@ def main() -> None:
             by_median = [on / off for on, off in zip(medians[hw_on_name], medians[hw_off_name])]
             on_us = statistics.median(inside[hw_on_name]) * 1e6
             off_us = statistics.median(inside[hw_off_name]) * 1e6
-            samples = [t.published if (t := m.monitor.telemetry) else 0 for m in hw_monitors]
+            samples = [t.published for m in hw_monitors if (t := m.monitor.telemetry)]
             print(
                 f"  hardware telemetry on vs off, paired by round: mean step "
                 f"{statistics.median(by_mean):.3f} ({_quantile(by_mean, 0.25):.3f}-"
                 f"{_quantile(by_mean, 0.75):.3f}), median step "
                 f"{statistics.median(by_median):.3f} ({_quantile(by_median, 0.25):.3f}-"
                 f"{_quantile(by_median, 0.75):.3f}); in-callback {on_us:.1f} vs {off_us:.1f} us; "
-                f"samples per round {min(samples)}-{max(samples)}"
+                f"samples per round {min(samples, default=0)}-{max(samples, default=0)}"
             )
+            if sampled:
+                held, typical = statistics.median(sampled), statistics.median(on_steps)
+                period = HardwareSettings().period_s
+                print(
+                    f"  the {len(sampled)} steps during which a sample was taken: median "
+                    f"{held * 1e3:.2f} ms, all steps of those rounds {typical * 1e3:.2f} ms: "
+                    f"{(held - typical) * 1e3:+.2f} ms per sample, "
+                    f"{100 * (held - typical) / period:+.4f} % of a {period:g} s period"
+                )
         if recording:
             rec_ms = statistics.median(recording) * 1e3
             print(
