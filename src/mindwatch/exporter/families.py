@@ -6,7 +6,7 @@ itself its collector: the in-job exporter (:mod:`mindwatch.sinks.prometheus`) an
 (and rank), and every scrape builds the families from what was fed last. Every series
 carries the ``run`` label (the run folder's name), ``rank`` for a rank's own values, and
 the user's constant labels (``job``, ``team``, ...). The series of one process's own
-values (a rank's, or a single-process run's) also carry ``node`` (its host name) and
+values (a rank's, or those of an unreduced run) also carry ``node`` (its host name) and
 ``device_id`` (its logical device, ``DEVICE_ID``; empty when unknown), so a query can
 join them with the node's NPU-Exporter series (``docs/prometheus.md``); the job's
 reduced series have neither: they are no one device's.
