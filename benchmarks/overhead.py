@@ -16,6 +16,15 @@ For each model size, the same compiled network is trained with:
   seconds, 0.01 by default: a hundred times as often as the tests' Prometheus, so that
   scrapes land inside rounds of a few hundred milliseconds), and a line comparing it
   with the row without the exporter, paired round by round;
+* with ``--hardware``: ``TrainingMonitor()`` (hardware telemetry on, its default
+  period of 5 s) and the same with ``hardware.enabled: false``, in rounds of
+  ``--hardware-round-s`` seconds (12 by default; at least ``--steps`` steps), so that
+  every round holds samples (the first is published one period after the start), with
+  a bare run in rounds of the same duration to compare them with (on this machine steps
+  are slower in rounds of thousands of steps than in rounds of 60, bare included); a line
+  compares the two, paired round by round, by the mean step interval (a cost that hits
+  one step per period counts in full) and by the median, and a last line times the
+  sampler thread's own work per sample (the most the training thread can lose to it);
 * ``TrainOneStepWithGradNormCell(layer_norms=True)`` + ``TrainingMonitor`` recording
   per-layer norms, the parameter norm and histograms every 10 steps: its row shows the
   steps that record nothing extra (they must cost what the row above costs); a line
@@ -35,6 +44,7 @@ the very same configuration:
 
     python benchmarks/overhead.py [--rounds 12] [--steps 60] [--sizes small,medium,large]
                                   [--prometheus [--scrape-every 0.1]]
+                                  [--hardware [--hardware-round-s 12]]
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ import numpy as np
 from mindspore import nn
 from mindspore.train import Callback, LossMonitor, Model
 
+from mindwatch.config.hardware import HardwareSettings
 from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
 from mindwatch.mindspore.demo import CLASSES, FEATURES, make_network
 
@@ -84,6 +95,45 @@ def _now() -> float:
     import time
 
     return time.perf_counter()
+
+
+class StopAfter(Callback):  # type: ignore[misc]
+    """Ends the training after ``seconds`` of wall time and at least ``steps`` steps (a
+    round of a fixed duration that still has steps to measure on a loaded machine)."""
+
+    def __init__(self, seconds: float, steps: int) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.steps = steps
+        self.done = 0
+        self.start = 0.0
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        self.done += 1
+        if self.done == 1:  # from the first step: not the data pipeline's start-up
+            self.start = _now()
+        if self.done >= self.steps and _now() - self.start >= self.seconds:
+            run_context.request_stop()
+
+
+class SampledSteps(Callback):  # type: ignore[misc]
+    """The steps during which ``monitor``'s hardware sampler published a sample (its
+    count changed between this step's end and the previous one's)."""
+
+    def __init__(self, monitor: Any) -> None:
+        super().__init__()
+        self.monitor = monitor
+        self.steps: list[int] = []  # 1-based, as the step timer's
+        self._done = 0
+        self._seen = 0
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        self._done += 1
+        telemetry = self.monitor.monitor.telemetry
+        published = telemetry.published if telemetry is not None else 0
+        if published != self._seen:
+            self._seen = published
+            self.steps.append(self._done)
 
 
 class NaiveTensorBoardX(Callback):  # type: ignore[misc]
@@ -230,6 +280,39 @@ class Scraper:
         self._thread.join()
 
 
+def sampler_work(period_s: float, window_s: float) -> str:
+    """What one sample costs the sampler thread, timed directly: the host probe (psutil)
+    and the growth statistics over a full window. The training thread can lose at most
+    this (the sampler holds the GIL while it computes) once per period."""
+    import time
+
+    from mindwatch.hardware.growth import growth_stats
+    from mindwatch.hardware.host import HostProbe
+
+    probe = HostProbe(tempfile.gettempdir())
+    probe()  # primes the rates
+    reads = []
+    for _ in range(50):
+        start = time.thread_time()
+        probe()
+        reads.append(time.thread_time() - start)
+    n = int(window_s / period_s)
+    times = [i * period_s for i in range(n)]
+    rss = [1000.0 + 0.1 * i for i in range(n)]
+    stats = []
+    for _ in range(50):
+        start = time.thread_time()
+        growth_stats(times, rss)
+        stats.append(time.thread_time() - start)
+    read, stat = statistics.median(reads), statistics.median(stats)
+    work = read + stat
+    return (
+        f"hardware sampler thread, CPU time per sample: host probe {read * 1e6:.0f} us, "
+        f"growth statistics over {n} samples {stat * 1e6:.0f} us; "
+        f"every {period_s:g} s: {100 * work / period_s:.4f} % of one core"
+    )
+
+
 def _quantile(values: list[float], q: float) -> float:
     return float(np.quantile(np.asarray(values), q))
 
@@ -243,6 +326,12 @@ def main() -> None:
         "--prometheus", action="store_true", help="add TrainingMonitor with the exporter on"
     )
     parser.add_argument("--scrape-every", type=float, default=0.01, help="seconds")
+    parser.add_argument(
+        "--hardware",
+        action="store_true",
+        help="add TrainingMonitor with hardware telemetry on and off, in rounds of a duration",
+    )
+    parser.add_argument("--hardware-round-s", type=float, default=12.0, help="seconds")
     args = parser.parse_args()
     ms.set_device("CPU")
     ms.set_context(mode=ms.GRAPH_MODE)
@@ -271,11 +360,32 @@ def main() -> None:
             "plain",
             lambda b: [TrainingMonitor(scraper.config(), logdir=folder())],
         )
+    hw_bare_name, hw_on_name, hw_off_name = (
+        f"bare, {args.hardware_round_s:g} s rounds",
+        f"  TrainingMonitor(), {args.hardware_round_s:g} s rounds",
+        "    same, hardware.enabled: false",
+    )
+    hw_monitors: list[Any] = []  # the telemetry rounds' monitors, to count their samples
+
+    def hw_on(b: int) -> list[Any]:
+        hw_monitors.append(TrainingMonitor(logdir=folder()))
+        return [hw_monitors[-1]]
+
+    def hw_off(b: int) -> list[Any]:
+        hw_monitors.append(TrainingMonitor({"hardware": {"enabled": False}}, logdir=folder()))
+        return [hw_monitors[-1]]
+
+    hardware: dict[str, tuple[str, Callable[[int], list[Any]]]] = {}
+    if args.hardware:
+        hardware[hw_bare_name] = ("plain", lambda b: [])
+        hardware[hw_on_name] = ("plain", hw_on)
+        hardware[hw_off_name] = ("plain", hw_off)
     configs: dict[str, tuple[str, Callable[[int], list[Any]]]] = {
         bare_name: ("plain", lambda b: []),
         "MindSpore LossMonitor()": ("plain", lambda b: [LossMonitor()]),
         off_name: ("plain", lambda b: [TrainingMonitor(logdir=folder())]),
         **exporter,
+        **hardware,
         "naive tensorboardX callback": ("plain", lambda b: [NaiveTensorBoardX(folder(), b)]),
         "GradNorm cell + TrainingMonitor()": (
             "gradnorm",
@@ -295,6 +405,10 @@ def main() -> None:
             for model in built.values():
                 model.train(1, dataset(20, batch))
         ratios: dict[str, list[float]] = {name: [] for name in configs}
+        means: dict[str, list[float]] = {name: [] for name in configs}  # per round
+        sampled: list[float] = []  # intervals of the steps that held a sample
+        on_steps: list[float] = []  # every interval of the rounds with telemetry on
+        hw_monitors.clear()
         medians: dict[str, list[float]] = {name: [] for name in configs}
         inside: dict[str, list[float]] = {name: [] for name in configs}
         recording: list[float] = []  # in-callback time of the layer config's recording steps
@@ -304,9 +418,26 @@ def main() -> None:
             this_round: dict[str, float] = {}
             for name in order:
                 timer, timed = StepTimer(), Timed(configs[name][1](batch))
+                steps, extra = args.steps, []
+                if name in hardware:  # a round of a duration, ended by StopAfter
+                    # enough data for 0.5 ms steps (a dataset of millions of rows
+                    # takes seconds to start on a loaded machine)
+                    steps = max(args.steps, int(args.hardware_round_s * 2000))
+                    extra = [StopAfter(args.hardware_round_s, args.steps)]
+                    if name != hw_bare_name:  # on and off alike: the same callbacks
+                        extra.append(SampledSteps(hw_monitors[-1]))
                 with quiet_stdout():
-                    models[name].train(1, dataset(args.steps, batch), callbacks=[timer, timed])
+                    models[name].train(1, dataset(steps, batch), callbacks=[timer, timed, *extra])
                 this_round[name] = statistics.median(timer.intervals()[5:])
+                means[name].append(statistics.fmean(timer.intervals()[5:]))
+                if name == hw_on_name:
+                    intervals = timer.intervals()
+                    on_steps += intervals[5:]
+                    # interval j runs from step j+1's begin to step j+2's: it holds the
+                    # end of step j+1
+                    sampled += [
+                        intervals[s - 1] for s in extra[-1].steps if 5 < s <= len(intervals)
+                    ]
                 if name == layers_name:
                     recording += [t for step, t in timed.per_step if step % every == 0]
                     plain_steps = [t for step, t in timed.per_step if step % every]
@@ -315,7 +446,10 @@ def main() -> None:
                 inside[name] += plain_steps
             for name in names:
                 medians[name].append(this_round[name])
-                ratios[name].append(this_round[name] / this_round[bare_name])
+                # steps are slower in long rounds, bare ones too: compared with the bare
+                # run of rounds of the same duration
+                base = hw_bare_name if name in hardware else bare_name
+                ratios[name].append(this_round[name] / this_round[base])
         bare = statistics.median(medians[bare_name])
         print(
             f"model {size}: 64-{hidden}-{hidden}-10 MLP, batch {batch}; "
@@ -343,6 +477,29 @@ def main() -> None:
                 f"{_quantile(paired, 0.75):.3f}); in-callback {on_us:.1f} vs {off_us:.1f} us; "
                 f"{scraper.scrapes} scrapes so far"
             )
+        if args.hardware:
+            by_mean = [on / off for on, off in zip(means[hw_on_name], means[hw_off_name])]
+            by_median = [on / off for on, off in zip(medians[hw_on_name], medians[hw_off_name])]
+            on_us = statistics.median(inside[hw_on_name]) * 1e6
+            off_us = statistics.median(inside[hw_off_name]) * 1e6
+            samples = [t.published for m in hw_monitors if (t := m.monitor.telemetry)]
+            print(
+                f"  hardware telemetry on vs off, paired by round: mean step "
+                f"{statistics.median(by_mean):.3f} ({_quantile(by_mean, 0.25):.3f}-"
+                f"{_quantile(by_mean, 0.75):.3f}), median step "
+                f"{statistics.median(by_median):.3f} ({_quantile(by_median, 0.25):.3f}-"
+                f"{_quantile(by_median, 0.75):.3f}); in-callback {on_us:.1f} vs {off_us:.1f} us; "
+                f"samples per round {min(samples, default=0)}-{max(samples, default=0)}"
+            )
+            if sampled:
+                held, typical = statistics.median(sampled), statistics.median(on_steps)
+                period = HardwareSettings().period_s
+                print(
+                    f"  the {len(sampled)} steps during which a sample was taken: median "
+                    f"{held * 1e3:.2f} ms, all steps of those rounds {typical * 1e3:.2f} ms: "
+                    f"{(held - typical) * 1e3:+.2f} ms per sample, "
+                    f"{100 * (held - typical) / period:+.4f} % of a {period:g} s period"
+                )
         if recording:
             rec_ms = statistics.median(recording) * 1e3
             print(
@@ -352,6 +509,9 @@ def main() -> None:
                 f"({rec_ms / (bare * 1e3):.1f}x the bare step); the other steps: the row above"
             )
         print()
+    if args.hardware:
+        defaults = HardwareSettings()
+        print(sampler_work(defaults.period_s, defaults.growth_window_s))
     if scraper is not None:
         scraper.stop()
     tmp.cleanup()

@@ -86,6 +86,7 @@ def test_every_metric_in_every_query_is_one_the_exporter_serves() -> None:
         "loss", "learning_rate", "grad_norm", "samples_per_second", "tokens_per_second",
         "mfu_ratio", "step_seconds", "alerts_total", "rank_spread", "rank_argmax",
         "run_status", "last_step_timestamp_seconds", "step", "eval", "nonfinite_total",
+        "hardware", "straggler",
     }  # fmt: skip
     assert {f"mindwatch_{name}" for name in shown} <= used
     # Every panel filters on the job and run chosen at the top.
@@ -93,6 +94,48 @@ def test_every_metric_in_every_query_is_one_the_exporter_serves() -> None:
         for target in panel.get("targets", []):
             assert 'job=~"$job"' in target["expr"], panel["title"]
             assert "$run" in target["expr"], panel["title"]
+
+
+_METRIC_LABEL = re.compile(r'\bmindwatch_(hardware|straggler)\{[^}]*\bmetric="([a-z_0-9]+)"')
+
+
+def test_the_hardware_and_ranks_rows_show_the_telemetry_each_rank_samples() -> None:
+    """Every ``mindwatch_hardware``/``mindwatch_straggler`` query names a tag mindwatch
+    writes (one with a declared reduction), the hardware row covers what the issue asks
+    for, and each such panel shows every rank's own series, told apart by rank and node
+    (the labels a query joins NPU-Exporter on), next to the job's worst rank."""
+    from mindwatch.aggregate.reductions import BUILTIN_REDUCTIONS
+
+    dashboard = load()
+    shown: dict[str, set[str]] = {"hardware": set(), "straggler": set()}
+    prefix = {"hardware": "hw/", "straggler": "straggler/"}
+    for panel in panels(dashboard):
+        targets = panel.get("targets", [])
+        found = [_METRIC_LABEL.search(t["expr"]) for t in targets]
+        if not any(found):
+            continue
+        for match in found:
+            assert match, panel["title"]  # a panel of one family and metric
+            family, metric = match.groups()
+            assert f"{prefix[family]}{metric}" in BUILTIN_REDUCTIONS, (panel["title"], metric)
+            shown[family].add(metric)
+        ranked = [t for t in targets if 'rank!=""' in t["expr"]]
+        job = [t for t in targets if 'rank=""' in t["expr"]]
+        assert len(ranked) == 1, panel["title"]
+        assert len(job) == 1, panel["title"]
+        assert "{{rank}}" in ranked[0]["legendFormat"], panel["title"]
+        assert "{{node}}" in ranked[0]["legendFormat"], panel["title"]
+    wanted = {"npu_temp_c", "npu_hbm_used_pct", "rss_mb", "rss_growth_mb_per_min", "cpu_percent"}
+    assert wanted <= shown["hardware"]
+    assert {"input_wait_ms", "step_ms"} <= shown["straggler"]
+    # The outlier rank of every reduced metric at once (ranks/<metric>_argmax).
+    tables = [p for p in panels(dashboard) if p["type"] == "table"]
+    argmax = [
+        t["expr"] for p in tables for t in p["targets"] if "mindwatch_rank_argmax" in t["expr"]
+    ]
+    assert argmax == ['mindwatch_rank_argmax{job=~"$job", run=~"$run"}']
+    rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+    assert rows[-2:] == ["Hardware", "Ranks (msrun)"]
 
 
 # Panels that add series up (sum, count): under msrun a watcher serves the job's series

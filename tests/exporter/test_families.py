@@ -105,6 +105,51 @@ def test_runs_and_ranks_are_separate_series_and_can_be_forgotten() -> None:
     assert ("team_a_step", labels(run="b")) not in scrape(metrics)
 
 
+def test_hardware_and_straggler_values_are_served_with_the_rank_s_node_and_device() -> None:
+    """A rank's own series carry node and device_id, the job's reduced ones do not: a
+    query joins the rank's series with NPU-Exporter's per-chip series on them."""
+    metrics = PrometheusMetrics(labels={"job": "llama"})
+    job, rank1 = metrics.run("exp"), metrics.run("exp", rank=1)
+    rank1.set_place("trainer-02", 5)
+    own = [("hw/npu_temp_c", 61.0), ("hw/rss_mb", 2048.0), ("hw/rss_growth_mb_per_min", 1.5)]
+    own += [("straggler/input_wait_ms", 12.5), ("straggler/step_ms", 80.0)]
+    rank1.observe_step(10, [("train/loss", 0.5), *own], 1.0)
+    reduced = [("hw/npu_temp_c", 61.0), ("ranks/npu_temp_c_max", 61.0)]
+    reduced += [("ranks/npu_temp_c_argmax", 1.0), ("ranks/input_wait_ms_argmax", 1.0)]
+    job.observe_step(10, [("train/loss", 0.4), *reduced], 1.0)
+    got = scrape(metrics)
+    place = {"run": "exp", "job": "llama", "rank": "1", "node": "trainer-02", "device_id": "5"}
+    assert got[("mindwatch_hardware", labels(**place, metric="npu_temp_c"))] == 61
+    assert got[("mindwatch_hardware", labels(**place, metric="rss_mb"))] == 2048
+    assert got[("mindwatch_hardware", labels(**place, metric="rss_growth_mb_per_min"))] == 1.5
+    assert got[("mindwatch_straggler", labels(**place, metric="input_wait_ms"))] == 12.5
+    assert got[("mindwatch_straggler", labels(**place, metric="step_ms"))] == 80
+    assert got[("mindwatch_loss", labels(**place))] == 0.5
+    info = [dict(key) for name, key in got if name == "mindwatch_info"]
+    assert [key["node"] for key in info if key.get("rank") == "1"] == ["trainer-02"]
+    job_labels = {"run": "exp", "job": "llama"}
+    assert got[("mindwatch_hardware", labels(**job_labels, metric="npu_temp_c"))] == 61
+    argmax = labels(**job_labels, metric="input_wait_ms")
+    assert got[("mindwatch_rank_argmax", argmax)] == 1
+    job_series = [dict(key) for name, key in got if dict(key).get("rank") is None]
+    assert job_series
+    assert not any("node" in key or "device_id" in key for key in job_series)
+    assert {name for name, _ in got} <= set(METRIC_NAMES)
+
+
+def test_an_unknown_device_is_an_empty_label() -> None:
+    """Prometheus stores an empty label as no label: a CPU rank has a node, no device."""
+    metrics = PrometheusMetrics()
+    series = metrics.run("cpu", rank=0)
+    series.set_place("host-a", None)
+    series.observe_step(1, [("hw/cpu_percent", 50.0)], 1.0)
+    text = metrics.text()
+    assert (
+        'mindwatch_hardware{device_id="",metric="cpu_percent",node="host-a",rank="0",run="cpu"}'
+        in text
+    )
+
+
 def test_a_run_with_no_step_yet_serves_its_status_only() -> None:
     metrics = PrometheusMetrics()
     metrics.run("new").set_status("running")
@@ -141,6 +186,8 @@ def test_metric_names_are_the_agreed_ones() -> None:
         "mindwatch_run_status",
         "mindwatch_rank_spread",
         "mindwatch_rank_argmax",
+        "mindwatch_hardware",
+        "mindwatch_straggler",
         "mindwatch_nonfinite_total",
         "mindwatch_info",
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import socket
 import time
 import urllib.error
@@ -33,6 +34,11 @@ def value(text: str, name: str, **labels: str) -> float:
     return samples(text)[(name, frozenset(labels.items()))]
 
 
+def here() -> dict[str, str]:
+    """The node and device labels of this process's own series (``DEVICE_ID``: msrun's)."""
+    return {"node": socket.gethostname(), "device_id": os.environ.get("DEVICE_ID", "")}
+
+
 def config(**prometheus: Any) -> dict[str, Any]:
     return {"print_every": 0, "prometheus": prometheus}
 
@@ -45,10 +51,11 @@ def test_the_server_serves_the_steps_and_stops_at_close(tmp_path: Path) -> None:
     mon.log_eval(3, accuracy=0.5)
     mon.flush()
     text = http_get(f"http://127.0.0.1:{port}/metrics")
-    assert value(text, "mindwatch_step", run="exp", team="nlp") == 3
-    assert value(text, "mindwatch_loss", run="exp", team="nlp") == pytest.approx(1 / 3)
-    assert value(text, "mindwatch_eval", run="exp", team="nlp", metric="accuracy") == 0.5
-    running = value(text, "mindwatch_run_status", run="exp", team="nlp", status="running")
+    own = {"run": "exp", "team": "nlp", **here()}  # one process: its node and device
+    assert value(text, "mindwatch_step", **own) == 3
+    assert value(text, "mindwatch_loss", **own) == pytest.approx(1 / 3)
+    assert value(text, "mindwatch_eval", **own, metric="accuracy") == 0.5
+    running = value(text, "mindwatch_run_status", **own, status="running")
     assert running == 1
     mon.close()
     with pytest.raises(urllib.error.URLError):
@@ -107,7 +114,14 @@ def test_per_rank_without_reduction_serves_a_rank_on_port_plus_rank(tmp_path: Pa
         mon.log_step(5, loss=2.0)
         mon.flush()
         text = http_get(f"http://127.0.0.1:{port + 1}/metrics")
-    assert value(text, "mindwatch_loss", run=mon.logdir.name, rank="1") == 2.0
+    assert value(text, "mindwatch_loss", run=mon.logdir.name, rank="1", **here()) == 2.0
+    # Rank 0 without reduction: the run it serves holds its own values, so they carry
+    # its node and device too.
+    with Monitor(tmp_path / "zero", config(port=port), rank=0, world_size=2) as mon:
+        mon.log_step(5, loss=3.0)
+        mon.flush()
+        text = http_get(f"http://127.0.0.1:{port}/metrics")
+    assert value(text, "mindwatch_loss", run=mon.logdir.name, **here()) == 3.0
     # Without per_rank, rank 1 serves nothing.
     with Monitor(tmp_path / "other", config(port=port), rank=1, world_size=2) as mon:
         mon.log_step(5, loss=2.0)
@@ -283,6 +297,57 @@ def test_simulated_ranks_per_rank_serve_the_job_and_their_own(tmp_path: Path) ->
     assert value(job, "mindwatch_rank_argmax", run=run, metric="loss") == 1
     high = value(job, "mindwatch_rank_spread", run=run, metric="loss", stat="max")
     assert high == pytest.approx(losses[1], rel=1e-6)
-    assert value(job, "mindwatch_loss", run=run, rank="0") == pytest.approx(losses[0], rel=1e-6)
-    assert value(mine, "mindwatch_loss", run=run, rank="1") == pytest.approx(losses[1], rel=1e-6)
+    # a rank's own series carry its node and device; the job's reduced ones neither
+    rank0, rank1 = {"rank": "0", **here()}, {"rank": "1", **here()}
+    assert value(job, "mindwatch_loss", run=run, **rank0) == pytest.approx(losses[0], rel=1e-6)
+    assert value(mine, "mindwatch_loss", run=run, **rank1) == pytest.approx(losses[1], rel=1e-6)
     assert ("mindwatch_loss", frozenset({"run": run}.items())) not in samples(mine)
+
+
+def test_simulated_ranks_serve_their_hardware_under_their_node_and_device(
+    tmp_path: Path,
+) -> None:
+    """The sampler's values of each rank, as the rank's own series (with node and
+    device_id, the labels a query joins NPU-Exporter's series on) and as the job's
+    spread with the hottest rank: real sampler threads, a probe per simulated rank."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.aggregate.test_multirank import run_ranks
+
+    port = free_ports(2)
+    scraped: dict[int, str] = {}
+
+    def body(mon: Monitor, rank: int) -> None:
+        assert mon.telemetry is not None
+        mon.telemetry.add_probe("card", lambda: {"hw/npu_temp_c": 40.0 + 25.0 * rank}, "test")
+        with mon:
+            for step in range(1, 121):  # as tests/hardware/test_telemetry.py: 1.2 s or more
+                mon.log_step(step, loss=1.0, samples=8)
+                time.sleep(0.01)
+            mon.flush()
+            scraped[rank] = http_get(f"http://127.0.0.1:{port + rank}/metrics")
+
+    config = {
+        "aggregate_every": 20,
+        "hardware": {"period_s": 0.5},
+        "prometheus": {"port": port, "per_rank": True},
+    }
+    run_ranks(2, tmp_path, body, config=config)
+    run = tmp_path.name
+    job, mine = scraped[0], scraped[1]
+    hot = {"run": run, "metric": "npu_temp_c"}
+    assert value(job, "mindwatch_hardware", **hot) == 65  # the job's: the hottest rank
+    assert value(job, "mindwatch_rank_argmax", **hot) == 1
+    assert value(job, "mindwatch_rank_spread", **hot, stat="min") == 40
+    assert value(job, "mindwatch_hardware", **hot, rank="0", **here()) == 40
+    assert value(mine, "mindwatch_hardware", **hot, rank="1", **here()) == 65
+    assert value(mine, "mindwatch_hardware", run=run, metric="rss_mb", rank="1", **here()) > 0
+    # The job's reduced series are no one device's: no node, no device_id.
+    job_series = [
+        sample.labels
+        for family in text_string_to_metric_families(job)
+        for sample in family.samples
+        if "rank" not in sample.labels
+    ]
+    assert job_series
+    assert not any("node" in one or "device_id" in one for one in job_series)

@@ -16,7 +16,8 @@ QUIET = {"print_every": 0, "flush_secs": 0.2}
 
 def test_one_process_gets_one_point_per_period(tmp_path: Path) -> None:
     with Monitor(tmp_path, {**QUIET, "hardware": {"period_s": 0.5}}) as mon:
-        assert mon.telemetry is not None
+        telemetry = mon.telemetry
+        assert telemetry is not None
         start = time.monotonic()
         step = 0
         while time.monotonic() - start < 2.6:
@@ -27,6 +28,7 @@ def test_one_process_gets_one_point_per_period(tmp_path: Path) -> None:
     rss = curves["hw/rss_mb"]
     # Published from one period after the start, then one point per period at most.
     assert 2 <= len(rss) <= 5
+    assert telemetry.published >= len(rss)  # each point is a published sample
     assert rss[0][0] > 1  # not the first step: the first sample comes a period later
     walls = [e.wall_time for e in _events(tmp_path, "hw/rss_mb")]
     assert all(b - a >= 0.45 for a, b in zip(walls, walls[1:]))

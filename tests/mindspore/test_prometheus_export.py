@@ -12,6 +12,7 @@ TensorBoard's own reader.
 from __future__ import annotations
 
 import math
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ class ScrapedBy(ms.train.Callback):  # type: ignore[misc]
             "running": prom.value('mindwatch_run_status{run="run",status="running"}'),
             "job": prom.query('mindwatch_step{run="run"}')[0][0].get("job"),
             "team": prom.query('mindwatch_step{run="run"}')[0][0].get("team"),
+            "node": prom.query('mindwatch_step{run="run"}')[0][0].get("node"),
             "since": prom.value('mindwatch_seconds_since_last_step{run="run"}'),
         }
 
@@ -112,6 +114,7 @@ def test_promql_returns_what_the_event_files_hold(prometheus_bin: str, tmp_path:
     assert mid["nonfinite_alerts"] is None  # no alert raised: no series yet
     assert mid["running"] == 1
     assert (mid["job"], mid["team"]) == ("ci-train", "nlp")  # honor_labels keeps them
+    assert mid["node"] == socket.gethostname()  # one process: its node, to join NPU-Exporter
     assert mid["since"] is not None
     assert mid["since"] >= 0
     # After it: the last step, its (NaN) loss as in the files, and the alert counted.

@@ -45,7 +45,7 @@ def opened(
     exporter = None
     if cfg.prometheus is not None and (rank == 0 or cfg.prometheus.per_rank):
         exporter = RunExporter(cfg.prometheus, run="run", rank=rank, world_size=4)
-        exporter.series = lambda *, rank=None: ("series", rank)  # type: ignore[method-assign]
+        exporter.series = lambda *, rank=None, own=None: ("series", rank)  # type: ignore[method-assign]
     place = SinkPlace(
         route,  # type: ignore[arg-type]
         rank=rank,

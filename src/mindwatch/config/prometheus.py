@@ -26,7 +26,7 @@ _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # agree), and Prometheus' own.
 RESERVED_LABELS = (
     "run", "rank", "metric", "stat", "rule", "severity", "status", "version", "world_size",
-    "instance", "le", "quantile",
+    "node", "device_id", "instance", "le", "quantile",
 )  # fmt: skip
 DEFAULT_PUSH_JOB = "mindwatch"
 

@@ -5,7 +5,11 @@ itself its collector: the in-job exporter (:mod:`mindwatch.sinks.prometheus`) an
 ``mindwatch watch --prometheus`` both feed it through one :class:`RunSeries` per run
 (and rank), and every scrape builds the families from what was fed last. Every series
 carries the ``run`` label (the run folder's name), ``rank`` for a rank's own values, and
-the user's constant labels (``job``, ``team``, ...).
+the user's constant labels (``job``, ``team``, ...). The series of one process's own
+values (a rank's, or those of an unreduced run) also carry ``node`` (its host name) and
+``device_id`` (its logical device, ``DEVICE_ID``; empty when unknown), so a query can
+join them with the node's NPU-Exporter series (``docs/prometheus.md``); the job's
+reduced series have neither: they are no one device's.
 
 ================================================  ======================================
 metric (default prefix ``mindwatch``)             from
@@ -25,6 +29,8 @@ metric (default prefix ``mindwatch``)             from
 ``mindwatch_run_status{status}``                  1 for the run's status, 0 for the others
 ``mindwatch_rank_spread{metric,stat}``            ``ranks/<metric>_{min,max,mean,std}``
 ``mindwatch_rank_argmax{metric}``                 ``ranks/<metric>_argmax`` (a rank)
+``mindwatch_hardware{metric}``                    ``hw/<metric>`` (hardware telemetry)
+``mindwatch_straggler{metric}``                   ``straggler/<metric>`` (input wait, step)
 ``mindwatch_nonfinite_total``                     NaN/Inf values seen (a counter)
 ``mindwatch_info{version,world_size}``            1
 ================================================  ======================================
@@ -61,6 +67,7 @@ SPREAD_STATS = ("min", "max", "mean", "std")
 # Labels mindwatch sets itself: a constant label may not take one of these names.
 OWN_LABELS = (
     "run", "rank", "metric", "stat", "rule", "severity", "status", "version", "world_size",
+    "node", "device_id",
 )  # fmt: skip
 
 # (name, tag, scale, help) of the gauges read straight from a step's values.
@@ -80,7 +87,8 @@ def metric_names(prefix: str = DEFAULT_PREFIX) -> tuple[str, ...]:
     """The names of the series served, as PromQL sees them (counters end in ``_total``)."""
     names = ["step", *(name for name, *_ in _STEP_GAUGES), "eval"]
     names += ["last_step_timestamp_seconds", "seconds_since_last_step", "alerts_total"]
-    names += ["run_status", "rank_spread", "rank_argmax", "nonfinite_total", "info"]
+    names += ["run_status", "rank_spread", "rank_argmax", "hardware", "straggler"]
+    names += ["nonfinite_total", "info"]
     return tuple(f"{prefix}_{name}" for name in names)
 
 
@@ -98,10 +106,13 @@ class _State:
     evals: dict[str, float] = field(default_factory=dict)  # metric -> value
     spread: dict[tuple[str, str], float] = field(default_factory=dict)  # (metric, stat)
     argmax: dict[str, float] = field(default_factory=dict)
+    hardware: dict[str, float] = field(default_factory=dict)  # hw/<metric> -> value
+    straggler: dict[str, float] = field(default_factory=dict)  # straggler/<metric>
     alerts: dict[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity)
     nonfinite: int = 0
     status: Optional[str] = None
     world_size: Optional[int] = None
+    place: Optional[tuple[str, str]] = None  # (node, device_id) of one process's values
 
 
 def _count_nonfinite(values: Sequence[tuple[str, float]]) -> int:
@@ -131,6 +142,10 @@ class RunSeries:
                     state.values[name] = float(value) * scale
                 elif tag.startswith("ranks/"):
                     _note_spread(state, tag[len("ranks/") :], float(value))
+                elif tag.startswith("hw/"):
+                    state.hardware[tag[len("hw/") :]] = float(value)
+                elif tag.startswith("straggler/"):
+                    state.straggler[tag[len("straggler/") :]] = float(value)
 
     def observe_eval(self, values: Sequence[tuple[str, float]]) -> None:
         """Evaluation results (``eval/<metric>`` tags; others are ignored)."""
@@ -157,6 +172,13 @@ class RunSeries:
     def set_world_size(self, world_size: Optional[int]) -> None:
         with self._lock:
             self._state.world_size = world_size
+
+    def set_place(self, node: str, device_id: Optional[int]) -> None:
+        """The host and logical device whose values these are: every series gets the
+        ``node`` and ``device_id`` labels (``""`` for an unknown device). Only for one
+        process's own values, never for a job's reduced ones."""
+        with self._lock:
+            self._state.place = (node, "" if device_id is None else str(device_id))
 
     @property
     def step(self) -> Optional[int]:
@@ -251,6 +273,8 @@ class PrometheusMetrics:
         status = gauge("run_status", "1 for the run's status, 0 for the others.")
         spread = gauge("rank_spread", "A metric's spread across ranks (ranks/<metric>_<stat>).")
         argmax = gauge("rank_argmax", "The rank with a metric's largest value.")
+        hardware = gauge("hardware", "Hardware telemetry (hw/<metric>), its latest sample.")
+        straggler = gauge("straggler", "Input wait and step time per interval (straggler/).")
         nonfinite = counter("nonfinite", "NaN or Inf values logged.")
         info = gauge("info", "1, with mindwatch's version and the job's ranks.")
 
@@ -258,6 +282,8 @@ class PrometheusMetrics:
             own = {"run": run, **self.labels}
             if rank is not None:
                 own["rank"] = str(rank)
+            if state.place is not None:
+                own["node"], own["device_id"] = state.place
 
             def add(family: Any, value: float, own: dict[str, str] = own, **extra: str) -> None:
                 suffix = "_total" if family.type == "counter" else ""
@@ -284,9 +310,14 @@ class PrometheusMetrics:
                 add(spread, value, metric=metric, stat=stat)
             for metric, value in sorted(state.argmax.items()):
                 add(argmax, value, metric=metric)
+            for metric, value in sorted(state.hardware.items()):
+                add(hardware, value, metric=metric)
+            for metric, value in sorted(state.straggler.items()):
+                add(straggler, value, metric=metric)
         yield step
         yield from gauges.values()
-        yield from (evals, stamp, since, alerts, status, spread, argmax, nonfinite, info)
+        yield from (evals, stamp, since, alerts, status, spread, argmax, hardware, straggler)
+        yield from (nonfinite, info)
 
 
 def _copy(state: _State) -> _State:
@@ -298,8 +329,11 @@ def _copy(state: _State) -> _State:
         evals=dict(state.evals),
         spread=dict(state.spread),
         argmax=dict(state.argmax),
+        hardware=dict(state.hardware),
+        straggler=dict(state.straggler),
         alerts=dict(state.alerts),
         nonfinite=state.nonfinite,
         status=state.status,
         world_size=state.world_size,
+        place=state.place,
     )

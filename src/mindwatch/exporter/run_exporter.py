@@ -9,6 +9,7 @@ run on threads of their own.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from typing import Any, Optional
 
@@ -17,6 +18,7 @@ from mindwatch.config.prometheus import PrometheusSettings
 from mindwatch.config.urls import pushgateway_url_problem
 from mindwatch.exporter.families import PrometheusMetrics, RunSeries
 from mindwatch.exporter.serving import MetricsServer, Pusher, push_url
+from mindwatch.run.ranks import env_device_id
 
 __all__ = ["RunExporter"]
 
@@ -28,6 +30,10 @@ class RunExporter:
 
     Rank 0 serves on ``settings.port``; with ``per_rank``, rank r on ``port + r``. Pushes
     go under the grouping key ``{run}`` (rank 0) or ``{run, rank}`` (another rank).
+
+    A rank's own series (and those of a run of one process) carry ``node``, this host's
+    name, and ``device_id``, the logical device of ``DEVICE_ID`` (what msrun exports):
+    the labels a query joins the node's NPU-Exporter series on.
     """
 
     def __init__(
@@ -37,6 +43,8 @@ class RunExporter:
         self.run = run
         self.rank = rank
         self.world_size = world_size
+        self.node = socket.gethostname()
+        self.device_id = env_device_id()
         self.metrics = PrometheusMetrics(prefix=settings.prefix, labels=settings.labels)
         port = settings.rank_port(rank)
         self.server = (
@@ -74,10 +82,17 @@ class RunExporter:
         self._started = False
         self._closed = False
 
-    def series(self, *, rank: Optional[int] = None) -> RunSeries:
-        """The series of this run (``rank``: a rank's own values), marked running."""
+    def series(self, *, rank: Optional[int] = None, own: Optional[bool] = None) -> RunSeries:
+        """The series of this run (``rank``: a rank's own values), marked running.
+        ``own``: they are this process's own values, labelled with its node and device
+        (default: a rank's, or those of a run of one process; never a job's reduced
+        values)."""
         series = self.metrics.run(self.run, rank=rank)
         series.set_world_size(self.world_size)
+        if own is None:
+            own = rank is not None or self.world_size == 1
+        if own:
+            series.set_place(self.node, self.device_id)
         series.set_status("running")
         return series
 

@@ -148,6 +148,7 @@ class Sampler:
         self._outcomes: dict[str, _Outcome] = {}  # guarded by _cond
         self._stop = threading.Event()
         self._latest: Optional[HardwareSample] = None
+        self.published = 0  # samples published so far (written by the sampler thread only)
         self._rss_history: deque[tuple[float, float]] = deque()
         self._workers = [_ProbeWorker(name, probe, self) for name, probe in named.items()]
         self._thread = threading.Thread(target=self._run, name="mindwatch-hw", daemon=True)
@@ -264,6 +265,7 @@ class Sampler:
         self._add_growth(started_at, values)
         if tick > 1:  # the first tick only primes the rates (CPU %, disk, network)
             self._latest = HardwareSample(tick, wall_time, MappingProxyType(values))
+            self.published += 1
 
     def _arrived(self, worker: _ProbeWorker, tick: int, outcome: _Outcome) -> None:
         """A worker's outcome (on the worker's thread); a late one is dropped."""

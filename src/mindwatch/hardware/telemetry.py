@@ -132,6 +132,11 @@ class HardwareTelemetry:
             self._next_due = wall + self.settings.period_s
         return list(found.values.items())
 
+    @property
+    def published(self) -> int:
+        """How many samples the sampler has published so far."""
+        return self._sampler.published
+
     def close(self) -> None:
         """Stop sampling (the latest sample stays readable for the last steps)."""
         self._sampler.close()

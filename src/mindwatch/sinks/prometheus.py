@@ -55,8 +55,8 @@ class PrometheusSink(TypedSink):
         if exporter is None:
             return None
         if place.rank == 0:
-            if place.route == "main":
-                return cls(exporter, exporter.series(), owner=True)
+            if place.route == "main":  # unreduced, the main route has rank 0's own values
+                return cls(exporter, exporter.series(own=not place.reduced), owner=True)
             if place.reduced and exporter.settings.per_rank:
                 return cls(exporter, exporter.series(rank=0), owner=False)
             return None

@@ -1,0 +1,45 @@
+"""A smoke run of ``benchmarks/overhead.py --hardware``: the script runs on real
+MindSpore and prints the telemetry pair (on, off, and a bare run of the same round
+length) in the table of its peers, the paired line and the sampler's own cost. Its
+numbers are not asserted (a shared, noisy machine); rounds of 0.6 s hold no sample
+(the first comes one 5 s period after the start): only the real run measures that."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "overhead.py"
+
+
+def test_the_overhead_benchmark_prints_telemetry_on_and_off_side_by_side() -> None:
+    args = ["--sizes", "small", "--rounds", "1", "--steps", "12"]
+    args += ["--hardware", "--hardware-round-s", "0.6"]
+    env = {**os.environ, "GLOG_v": "3"}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    rows = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    names = [row.split("  ")[0] for row in rows]
+    for name in ("bare, 0.6 s rounds", "TrainingMonitor(), 0.6 s rounds"):
+        assert name in names, out
+    assert "same, hardware.enabled: false" in names, out
+    assert "mindwatch TrainingMonitor()" in names, out  # the peers, in the same table
+    paired = [row for row in rows if row.startswith("hardware telemetry on vs off")]
+    assert len(paired) == 1, out
+    assert "mean step" in paired[0]
+    assert "median step" in paired[0]
+    assert "hardware sampler thread, CPU time per sample" in out
