@@ -28,7 +28,7 @@ def test_the_layout_puts_health_first_and_leaves_out_what_is_not_a_curve() -> No
         for s in ("min", "max", "mean", "std", "argmax")
     ]
     layout = first_screen_layout(tags)
-    health, ranks, timing = layout.category
+    health, ranks, slow, timing = layout.category
     assert [c.title for c in health.chart] == [
         "train/loss",
         "eval",
@@ -37,6 +37,12 @@ def test_the_layout_puts_health_first_and_leaves_out_what_is_not_a_curve() -> No
     ]
     assert [c.title for c in ranks.chart] == ["loss across ranks", "compute_ms across ranks"]
     assert ranks.chart[0].margin.series[0].upper == "ranks/loss_max"
+    # The straggler rule's inputs arrive later (every interval): laid out from regexes.
+    assert slow.title == "Which rank is slow"
+    assert list(slow.chart[0].multiline.tag) == [
+        r"^ranks/input_wait_ms_(min|max)$",
+        r"^straggler/step_ms$",
+    ]
     assert [c.title for c in timing.chart] == ["perf/step_time_ms"]
     text = str(layout)
     assert "argmax" not in text

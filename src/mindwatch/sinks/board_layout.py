@@ -5,7 +5,9 @@ TensorBoard's own tabs sort tag groups by name (``eval``, ``layers``, ``perf``,
 writes a custom-scalars layout (TensorBoard's stock ``custom_scalars`` plugin) whose
 first category answers "is training healthy?": the training loss, the evaluation
 metrics, the learning rate, the gradient norm and the throughput, in that order; then
-the spread across ranks as bands (mean, min to max) and the step timings.
+the spread across ranks as bands (mean, min to max), which rank is slow (the
+``straggler`` rule's input waits and compute micro-benchmark, slowest and fastest rank)
+and the step timings.
 ``mindwatch tensorboard`` opens that dashboard. Last comes "Hardware": the sampler's
 curves (``hw/...``: process CPU, host and device memory, memory growth, disk and
 network; NPU AICore, HBM, temperature, power and health where npu-smi exists), laid
@@ -29,7 +31,7 @@ from typing import Any
 
 from mindwatch.metrics.tags import TAGS
 
-__all__ = ["HARDWARE_CATEGORY", "HEALTH_CATEGORY", "first_screen_layout"]
+__all__ = ["HARDWARE_CATEGORY", "HEALTH_CATEGORY", "STRAGGLER_CATEGORY", "first_screen_layout"]
 
 HEALTH_CATEGORY = "Is training healthy?"
 _RANKS_CATEGORY = "Across ranks (mean, band from min to max)"
@@ -50,6 +52,16 @@ _TIMING = tuple(
     TAGS[key] for key in ("step_time_ms", "compute_ms", "data_wait_ms", "tflops_per_device", "mfu")
 )
 _SPREAD = ("_mean", "_min", "_max")
+STRAGGLER_CATEGORY = "Which rank is slow"
+# The straggler rule's inputs (mindwatch.rules.straggler): written every interval, so
+# laid out whenever the run is reduced across ranks, from regexes.
+_STRAGGLER_CHARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "input wait ms: slowest and fastest rank, and the step",
+        (r"^ranks/input_wait_ms_(min|max)$", r"^straggler/step_ms$"),
+    ),
+    ("compute micro-benchmark ms: slowest and fastest rank", (r"^ranks/bench_ms_(min|max)$",)),
+)
 HARDWARE_CATEGORY = "Hardware"
 # (chart title, regexes): the sampler's first values arrive a period after the first
 # step, so these charts are laid out from the config, not from the first step's tags.
@@ -106,6 +118,10 @@ def first_screen_layout(tags: Iterable[str], *, host: bool = False, npu: bool = 
             chart.margin.series.add(
                 value=f"ranks/{name}_mean", lower=f"ranks/{name}_min", upper=f"ranks/{name}_max"
             )
+    if spread:  # a job reduced across ranks
+        category = layout.category.add(title=STRAGGLER_CATEGORY)
+        for title, patterns in _STRAGGLER_CHARTS:
+            category.chart.add(title=title).multiline.tag.extend(patterns)
     timing = [tag for tag in _TIMING if tag in logged]
     if timing:
         category = layout.category.add(title=_TIMING_CATEGORY)
