@@ -38,9 +38,9 @@ def test_the_report_names_the_rank_with_the_slow_input_pipeline(tmp_path: Path) 
     )
     assert result.exit_code == 0, result.output
     ranks = json.loads((out / "report.json").read_text())["runs"][0]["ranks"]
-    assert [(r["rank"], r["node"], r["device"]) for r in ranks] == [
-        (0, socket.gethostname(), 0),
-        (1, socket.gethostname(), 1),
+    assert [(r["rank"], r["node"], r["device"], r["device_id"]) for r in ranks] == [
+        (0, socket.gethostname(), "CPU", 0),
+        (1, socket.gethostname(), "CPU", 1),
     ]
     assert [r["slowest_part"] for r in ranks] == ["none", "input"]
     assert ranks[1]["input_score"] < 0.75 <= ranks[0]["input_score"]
@@ -66,5 +66,5 @@ def test_doctor_names_the_rank_that_left_the_job(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     lines = [line for line in result.output.splitlines() if "stopped reporting" in line]
     assert len(lines) == 1, result.output
-    assert f"rank 1 ({socket.gethostname()}, device 1) last wrote step " in lines[0]
+    assert f"rank 1 ({socket.gethostname()}, CPU) last wrote step " in lines[0]
     assert lines[0].endswith("the other ranks are at step 60")

@@ -10,12 +10,12 @@ from typing import Any, Literal, Optional
 from mindwatch.common.i18n import N_, _
 from mindwatch.common.json_values import json_float
 from mindwatch.rules import BUILTIN_RULES
+from mindwatch.run.ranks import place_label
 
 __all__ = [
     "CAUSES",
     "Alert",
     "Severity",
-    "device_label",
     "likely_causes",
     "severity_label",
     "severity_rank",
@@ -48,24 +48,6 @@ CAUSES: dict[str, tuple[str, ...]] = {rule.name: rule.causes for rule in BUILTIN
 def likely_causes(rule: str) -> list[str]:
     """:data:`CAUSES` of ``rule``, in the current language."""
     return [_(cause) for cause in CAUSES.get(rule, ())]
-
-
-# How people name a device of each kind (MindSpore's device_target): an Ascend device
-# is an NPU (npu-smi's name for it).
-_DEVICE_NAMES = {"Ascend": "NPU", "GPU": "GPU"}
-
-
-def device_label(device: Optional[str], device_id: Optional[int]) -> Optional[str]:
-    """``NPU 5``, ``GPU 0``, ``CPU`` (a CPU rank's ``DEVICE_ID`` names no device, so no
-    number), ``device 3`` (kind unknown), or None when neither is known."""
-    if device == "CPU":
-        return "CPU"
-    name = _DEVICE_NAMES.get(device or "", device)
-    if device_id is None:
-        return name
-    if name is None:
-        return _("device {id}").format(id=device_id)
-    return f"{name} {device_id}"
 
 
 @dataclass
@@ -112,12 +94,7 @@ class Alert:
     def place(self) -> Optional[str]:
         """Where the alert's rank runs, as :meth:`where` shows it: ``node-2, NPU 5``,
         ``host-a, CPU``, or the node alone when the device is unknown (None: no node)."""
-        if self.node is None:
-            return None
-        device = device_label(self.device, self.device_id)
-        if device is None:
-            return self.node
-        return _("{node}, {device}").format(node=self.node, device=device)
+        return place_label(self.node, self.device, self.device_id)
 
     def where(self) -> str:
         """``step S[, rank R (node, device)][, batch B]``."""

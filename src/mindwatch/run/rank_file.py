@@ -32,6 +32,7 @@ from typing import Any, Optional
 from mindwatch.common.side_files import NotASideFileError, parse_json, read_side_file
 from mindwatch.common.warn import WarnOnce
 from mindwatch.run.layout import EVENT_FILE_PREFIX
+from mindwatch.run.ranks import place_label
 from mindwatch.run.record import read_run_file
 
 __all__ = ["RANK_FILE", "RankIdentity", "rank_identity", "write_rank_file"]
@@ -63,29 +64,29 @@ def write_rank_file(folder: Path, *, rank: int, hardware: Mapping[str, Any]) -> 
 
 @dataclass(frozen=True)
 class RankIdentity:
-    """Where a rank ran: its node (host name) and logical device id, when known."""
+    """Where a rank ran: its node (host name), logical device id and device kind
+    (MindSpore's ``device_target``), when known."""
 
     node: Optional[str] = None
     device: Optional[int] = None
+    kind: Optional[str] = None
 
     def label(self) -> str:
-        """``node-a, device 1`` (what is known of it; empty when nothing is)."""
-        from mindwatch.common.i18n import _
-
-        if self.device is None:
-            return self.node or ""
-        if self.node is None:
-            return _("device {device}").format(device=self.device)
-        return _("{node}, device {device}").format(node=self.node, device=self.device)
+        """``node-a, NPU 1``, ``node-a, CPU`` (as alerts say it, :func:`place_label`;
+        what is known of it; empty when nothing is)."""
+        return place_label(self.node, self.kind, self.device) or ""
 
 
 def _from_hardware(section: Any) -> RankIdentity:
     if not isinstance(section, Mapping):
         return RankIdentity()
     node, device = section.get("node"), section.get("device_id")
+    sources = section.get("sources")
+    kind = sources.get("device") if isinstance(sources, Mapping) else None
     return RankIdentity(
         node if isinstance(node, str) and node else None,
         device if isinstance(device, int) and not isinstance(device, bool) else None,
+        kind if isinstance(kind, str) and kind else None,
     )
 
 

@@ -92,6 +92,40 @@ class RankPlace:
         return data
 
 
+# How people name a device of each kind (MindSpore's device_target): an Ascend device
+# is an NPU (npu-smi's name for it).
+_DEVICE_NAMES = {"Ascend": "NPU", "GPU": "GPU"}
+
+
+def device_label(device: Optional[str], device_id: Optional[int]) -> Optional[str]:
+    """``NPU 5``, ``GPU 0``, ``CPU`` (a CPU rank's ``DEVICE_ID`` names no device, so no
+    number), ``device 3`` (kind unknown), or None when neither is known."""
+    from mindwatch.common.i18n import _
+
+    if device == "CPU":
+        return "CPU"
+    name = _DEVICE_NAMES.get(device or "", device)
+    if device_id is None:
+        return name
+    if name is None:
+        return _("device {id}").format(id=device_id)
+    return f"{name} {device_id}"
+
+
+def place_label(
+    node: Optional[str], device: Optional[str], device_id: Optional[int]
+) -> Optional[str]:
+    """Where a rank runs, as alerts, ``doctor``, ``watch`` and the report say it:
+    ``node-2, NPU 5``, ``host-a, CPU``, the node alone when the device is unknown, the
+    device alone when the node is; None when neither is known."""
+    from mindwatch.common.i18n import _
+
+    label = device_label(device, device_id)
+    if node is None or label is None:
+        return node if node is not None else label
+    return _("{node}, {device}").format(node=node, device=label)
+
+
 def this_place(
     rank: int, device: Optional[str] = None, device_id: Optional[int] = None
 ) -> RankPlace:

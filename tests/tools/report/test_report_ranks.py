@@ -48,7 +48,7 @@ def make_job(root: Path, *, bench: bool = True, npu: bool = False) -> Path:
                     values["hw/npu_temp_c"] = 60.0 + rank
                 writer.add_scalars(step, list(values.items()))
         if rank:  # rank 0's node and device are in the run's run.json
-            hardware = {"node": f"node-{rank}", "device_id": rank}
+            hardware = {"node": f"node-{rank}", "device_id": rank, "sources": {"device": "Ascend"}}
             write_rank_file(folder, rank=rank, hardware=hardware)
     return run
 
@@ -77,8 +77,10 @@ def test_the_ranks_table_names_the_slow_input_and_the_slow_compute(tmp_path: Pat
     )
     assert lines[1].startswith("0 | ")
     assert " | 1.00 | 1.00 | none | 510 MB | 30,000 MB | 60 °C" in lines[1]
-    assert lines[2] == "1 | node-1 | 1 | 0.20 | 1.00 | input pipeline | 520 MB | 31,000 MB | 61 °C"
-    assert lines[3] == "2 | node-2 | 2 | 1.00 | 0.50 | compute | 530 MB | 32,000 MB | 62 °C"
+    assert (
+        lines[2] == "1 | node-1 | NPU 1 | 0.20 | 1.00 | input pipeline | 520 MB | 31,000 MB | 61 °C"
+    )
+    assert lines[3] == "2 | node-2 | NPU 2 | 1.00 | 0.50 | compute | 530 MB | 32,000 MB | 62 °C"
     ranks = json.loads((out / "report.json").read_text())["runs"][0]["ranks"]
     assert [r["slowest_part"] for r in ranks] == ["none", "input", "compute"]
     assert ranks[1]["input_score"] == pytest.approx(0.2)
@@ -92,8 +94,8 @@ def test_without_benchmark_or_npu_the_cells_say_not_measured(tmp_path: Path) -> 
         main, ["report", str(run), "--out", str(out), "--format", "html", "--lang", "en"]
     )
     lines = ranks_text(out / "report.html").splitlines()
-    assert lines[2] == "1 | node-1 | 1 | 0.20 | — | input pipeline | 520 MB | — | —"
-    assert lines[3] == "2 | node-2 | 2 | 1.00 | — | none | 530 MB | — | —"
+    assert lines[2] == "1 | node-1 | NPU 1 | 0.20 | — | input pipeline | 520 MB | — | —"
+    assert lines[3] == "2 | node-2 | NPU 2 | 1.00 | — | none | 530 MB | — | —"
 
 
 def test_the_ranks_table_in_chinese(tmp_path: Path) -> None:

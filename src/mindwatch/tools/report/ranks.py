@@ -32,6 +32,7 @@ import numpy as np
 
 from mindwatch.common.i18n import N_, _
 from mindwatch.run.rank_file import rank_identity
+from mindwatch.run.ranks import device_label
 from mindwatch.run.record import RunRecord
 from mindwatch.tools.report import formatting as fmt
 
@@ -111,7 +112,8 @@ def rank_facts(
             {
                 "rank": rank,
                 "node": identity.node,
-                "device": identity.device,
+                "device": device_label(identity.kind, identity.device),
+                "device_id": identity.device,
                 "input_score": input_score,
                 "compute_score": compute_score,
                 "slowest_part": slowest,
@@ -161,7 +163,7 @@ def ranks_rows(ranks: list[dict[str, Any]]) -> list[list[str]]:
             [
                 str(entry["rank"]),
                 entry.get("node") or "—",
-                _text(entry.get("device")),
+                entry.get("device") or "—",
                 _text(entry.get("input_score"), digits=2),
                 _text(entry.get("compute_score"), digits=2),
                 _(PARTS[part]) if part in PARTS else "—",
