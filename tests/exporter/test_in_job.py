@@ -30,8 +30,18 @@ def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     }
 
 
+# Where the process runs, on every series of a rank's own (docs/prometheus.md): this
+# host, and no device id outside msrun.
+PLACE = {"node": socket.gethostname(), "device_id": os.environ.get("DEVICE_ID", "")}
+
+
 def value(text: str, name: str, **labels: str) -> float:
     return samples(text)[(name, frozenset(labels.items()))]
+
+
+def own(text: str, name: str, **labels: str) -> float:
+    """A series of this process's own run: ``labels`` and its place."""
+    return value(text, name, **PLACE, **labels)
 
 
 def here() -> dict[str, str]:
@@ -153,15 +163,15 @@ def test_a_short_job_pushes_as_it_goes_and_its_final_values(
         final = gateway_text(gateway)
         (group,) = gateway.groups()
     grouping = {"job": "ci-push", "run": "short"}
-    assert value(during, "mindwatch_step", instance="", **grouping) == 1
-    assert value(final, "mindwatch_step", instance="", **grouping) == 8
-    assert math.isnan(value(final, "mindwatch_loss", instance="", **grouping))
-    assert value(final, "mindwatch_learning_rate", instance="", **grouping) == 0.01
+    assert own(during, "mindwatch_step", instance="", **grouping) == 1
+    assert own(final, "mindwatch_step", instance="", **grouping) == 8
+    assert math.isnan(own(final, "mindwatch_loss", instance="", **grouping))
+    assert own(final, "mindwatch_learning_rate", instance="", **grouping) == 0.01
     status = {"instance": "", **grouping}
-    assert value(final, "mindwatch_run_status", status="finished", **status) == 1
-    assert value(final, "mindwatch_run_status", status="running", **status) == 0
+    assert own(final, "mindwatch_run_status", status="finished", **status) == 1
+    assert own(final, "mindwatch_run_status", status="running", **status) == 0
     nonfinite = {"rule": "nonfinite", "severity": "critical", "instance": "", **grouping}
-    assert value(final, "mindwatch_alerts_total", **nonfinite) == 1
+    assert own(final, "mindwatch_alerts_total", **nonfinite) == 1
     assert group["labels"] == grouping
     info = json.loads((mon.logdir / "run.json").read_text())
     assert info["prometheus"]["pushes"] >= 2
@@ -176,7 +186,7 @@ def test_a_failed_run_pushes_failed(pushgateway_bin: str, tmp_path: Path) -> Non
         mon.abort(RuntimeError("out of memory"))
         final = gateway_text(gateway)
     labels = {"job": "mindwatch", "run": "bad", "instance": ""}
-    assert value(final, "mindwatch_run_status", status="failed", **labels) == 1
+    assert own(final, "mindwatch_run_status", status="failed", **labels) == 1
 
 
 def test_a_failing_push_is_one_warning_and_training_goes_on(
@@ -212,8 +222,7 @@ def test_a_gateway_behind_basic_auth_gets_the_credentials_of_the_url(
         mon.log_step(1, loss=2.5)
         mon.close()
         assert (
-            value(gateway_text(gw), "mindwatch_loss", job="mindwatch", run="auth", instance="")
-            == 2.5
+            own(gateway_text(gw), "mindwatch_loss", job="mindwatch", run="auth", instance="") == 2.5
         )
         info = json.loads((mon.logdir / "run.json").read_text())
         assert info["prometheus"] == {"pushes": 1, "push_failures": 0}

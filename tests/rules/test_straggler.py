@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mindwatch.rules.straggler import StragglerRule, StragglerSettings
 
 
@@ -15,7 +17,7 @@ def _interval(wait_max: float, wait_min: float, step_ms: float, argmax: int) -> 
 
 
 def test_names_the_rank_after_persistence_in_intervals_and_time() -> None:
-    rule = StragglerRule(StragglerSettings(interval=10, min_seconds=10.0))
+    rule = StragglerRule(StragglerSettings(interval=10, min_seconds=10.0, baseline=1))
     found = []
     for i in range(20):
         low = i >= 5  # 300 ms steps, 10 per interval: 3 s of training per interval
@@ -44,7 +46,7 @@ def test_steps_without_interval_values_are_ignored() -> None:
 
 
 def test_one_healthy_interval_inside_a_slow_episode_does_not_reset_it() -> None:
-    rule = StragglerRule(StragglerSettings(interval=10, min_seconds=1.0))
+    rule = StragglerRule(StragglerSettings(interval=10, min_seconds=1.0, baseline=1))
     pattern = [False] * 4 + [True, True, False, True] + [False] * 5 + [True] * 3
     found = []
     for i, low in enumerate(pattern):
@@ -53,3 +55,16 @@ def test_one_healthy_interval_inside_a_slow_episode_does_not_reset_it() -> None:
     # 3 low of the last 4 at interval 7; the second episode (after 4 healthy) at 15.
     assert [(i, f.rank) for i, f in found] == [(7, 3), (15, 3)]
     assert found[0][1].message.startswith("rank 3 is the straggler")
+
+
+def test_a_job_whose_every_pipeline_is_the_bottleneck_is_its_own_baseline() -> None:
+    """One rank waits most of each step from the start (its batch comes last, the
+    others' buffers are full): the job's pace. A rank that then slows is a straggler."""
+    rule = StragglerRule(StragglerSettings(interval=10))
+    found = []
+    for i in range(30):
+        wait_max, step_ms = (18.0, 30.0) if i < 20 else (85.0, 90.0)
+        values = _interval(wait_max, 0.3, step_ms, i % 4 if i < 20 else 3)
+        found += [(i, f) for f in rule.observe(10 * (i + 1), values)]
+    assert [(i, f.rank) for i, f in found] == [(22, 3)]
+    assert found[0][1].extra["baseline_gap_ms"] == pytest.approx(17.7)

@@ -16,6 +16,7 @@ together (a finished run, a hung job) are not: that is the run's own status.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,9 @@ def rank_folders(run_folder: Path) -> dict[int, list[Path]]:
 
 
 def _newest(folders: Sequence[Path]) -> tuple[Optional[int], Optional[float]]:
+    """The newest point's step and wall time; for folders with event files but no point
+    (a rank killed before its writer's first flush), no step and the time its newest
+    event file was last written."""
     step: Optional[int] = None
     wall: Optional[float] = None
     for folder in folders:
@@ -65,6 +69,9 @@ def _newest(folders: Sequence[Path]) -> tuple[Optional[int], Optional[float]]:
         if len(steps):
             step = max(step if step is not None else int(steps.max()), int(steps.max()))
             wall = max(wall if wall is not None else float(walls.max()), float(walls.max()))
+    if step is None:
+        with contextlib.suppress(OSError, ValueError):
+            wall = max((f / n).stat().st_mtime for f in folders for n in event_files(f))
     return step, wall
 
 
@@ -83,14 +90,16 @@ def behind(
 ) -> list[tuple[RankProgress, list[RankProgress]]]:
     """The ranks that stopped reporting while the others went on, each with the ranks
     that went on (see the module)."""
-    known = [p for p in progress if p.last_wall is not None and p.last_step is not None]
+    known = [p for p in progress if p.last_wall is not None]
     if len(known) < 2:
         return []
     newest = max(p.last_wall for p in known if p.last_wall is not None)
     late = [p for p in known if p.last_wall is not None and p.last_wall < newest - min_lag]
-    going = [p for p in known if p not in late]
+    going = [p for p in known if p not in late and p.last_step is not None]
+    if not going:
+        return []
     top = max(p.last_step for p in going if p.last_step is not None)
-    return [(p, going) for p in late if p.last_step is not None and p.last_step < top]
+    return [(p, going) for p in late if p.last_step is None or p.last_step < top]
 
 
 def stopped_message(rank: RankProgress, others: Sequence[RankProgress], now: float) -> str:
@@ -102,6 +111,11 @@ def stopped_message(rank: RankProgress, others: Sequence[RankProgress], now: flo
     steps = sorted({p.last_step for p in others if p.last_step is not None})
     at = str(steps[-1]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"
     ago = max(0.0, now - (rank.last_wall or now))
+    if rank.last_step is None:  # killed before its first flush: a header, no point
+        return _(
+            "{rank} wrote no step (its event file was last written {seconds:.0f} s ago); "
+            "the other ranks are at step {steps}"
+        ).format(rank=who, seconds=ago, steps=at)
     return _(
         "{rank} last wrote step {step}, {seconds:.0f} s ago; the other ranks are at step {steps}"
     ).format(rank=who, step=rank.last_step, seconds=ago, steps=at)
