@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from mindwatch.config import ReduceKind
 from mindwatch.metrics.tags import TAGS, tag_for
+from mindwatch.rules import straggler
 
 __all__ = [
     "BUILTIN_REDUCTIONS",
@@ -84,10 +85,10 @@ BUILTIN_REDUCTIONS: dict[str, Reduction] = {
     TAGS["tokens_per_s"]: Reduction("sum"),
     TAGS["tflops_per_device"]: Reduction("mean"),  # per device: the job's average
     TAGS["mfu"]: Reduction("mean"),
-    "straggler/input_wait_ms": Reduction("max"),  # its spread names the slow rank
-    "straggler/step_ms": Reduction("max"),
-    "straggler/bench_ms": Reduction("max"),  # the compute micro-benchmark: slowest rank
-    "straggler/bench_individual": Reduction("min"),
+    straggler.INPUT_WAIT: Reduction("max"),  # its spread names the slow rank
+    straggler.STEP: Reduction("max"),
+    straggler.BENCH: Reduction("max"),  # the compute micro-benchmark: slowest rank
+    straggler.INDIVIDUAL: Reduction("min"),
     "perf/host_peak_rss_mb": Reduction("per_rank"),
     "perf/device_peak_memory_mb": Reduction("per_rank"),
     # Hardware telemetry (mindwatch.hardware): the job is as hot, as full and as leaky as

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# The tags the ``straggler`` rule reads (mindwatch.rules.straggler; metrics sit below rules).
-INPUT_WAIT = "straggler/input_wait_ms"
-STEP = "straggler/step_ms"
+from mindwatch.rules.straggler import INPUT_WAIT, STEP
 
 __all__ = ["InputWaitMedians"]
 

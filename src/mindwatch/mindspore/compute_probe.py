@@ -37,10 +37,10 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-__all__ = ["BENCH_TAG", "BUDGET_MS", "INDIVIDUAL_TAG", "ComputeBenchmark"]
+from mindwatch.rules.straggler import BENCH, INDIVIDUAL
 
-BENCH_TAG = "straggler/bench_ms"  # this rank's median time, reduced with max (argmax)
-INDIVIDUAL_TAG = "straggler/bench_individual"  # this rank's best / this time, 0..1
+__all__ = ["BUDGET_MS", "ComputeBenchmark"]
+
 BUDGET_MS = 25.0  # per run: about 0.6 % of 200 steps of 20 ms
 _DEVICE_SIZE = 4096  # Ascend, GPU: float16
 _HOST_SIZE = 256  # CPU: float32, NumPy
@@ -101,4 +101,4 @@ class ComputeBenchmark:
         count = max(3, min(1000, int(budget_ms / max(first, 1e-3))))
         mean = once(count) / count
         self.best = mean if self.best is None else min(self.best, mean)
-        return {BENCH_TAG: mean, INDIVIDUAL_TAG: self.best / mean if mean > 0 else 1.0}
+        return {BENCH: mean, INDIVIDUAL: self.best / mean if mean > 0 else 1.0}

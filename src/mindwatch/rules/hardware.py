@@ -83,17 +83,13 @@ class NpuTemperatureRule(LevelRule[NpuTemperatureSettings]):
         ),
     }
 
-    def level(self, value: float) -> Optional[str]:
-        s = self.settings
-        if value >= s.critical_c:
-            return "critical"
-        return "warning" if value >= s.warning_c else None
+    def levels(self) -> tuple[float, float]:
+        return self.settings.warning_c, self.settings.critical_c
 
     def describe(
         self, severity: str, value: float, run: Sustained, values: Mapping[str, float]
     ) -> tuple[str, float]:
-        s = self.settings
-        threshold = s.critical_c if severity == "critical" else s.warning_c
+        threshold = self.threshold(severity)
         message = self.message(
             "hot",
             value=fmt(value),
@@ -161,17 +157,13 @@ class HbmFullRule(LevelRule[HbmFullSettings]):
             return None
         return 100.0 * used / total
 
-    def level(self, value: float) -> Optional[str]:
-        s = self.settings
-        if value >= s.critical_pct:
-            return "critical"
-        return "warning" if value >= s.warning_pct else None
+    def levels(self) -> tuple[float, float]:
+        return self.settings.warning_pct, self.settings.critical_pct
 
     def describe(
         self, severity: str, value: float, run: Sustained, values: Mapping[str, float]
     ) -> tuple[str, float]:
-        s = self.settings
-        threshold = s.critical_pct if severity == "critical" else s.warning_pct
+        threshold = self.threshold(severity)
         used, total = self.finite(values, _HBM_USED), self.finite(values, _HBM_TOTAL)
         message = self.message(
             "full",

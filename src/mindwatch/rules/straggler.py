@@ -51,12 +51,15 @@ from pydantic import Field
 from mindwatch.common.i18n import N_
 from mindwatch.rules.base import Finding, Rule, RuleSettings
 
-__all__ = ["INPUT_WAIT", "STEP", "StragglerRule", "StragglerSettings"]
+__all__ = ["BENCH", "INDIVIDUAL", "INPUT_WAIT", "STEP", "StragglerRule", "StragglerSettings"]
 
+# The tags this rule reads, written per rank by mindwatch.metrics.straggler (the interval
+# medians) and the adapter's micro-benchmark (mindwatch.mindspore.compute_probe).
 INPUT_WAIT = "straggler/input_wait_ms"
 STEP = "straggler/step_ms"
+BENCH = "straggler/bench_ms"  # this rank's benchmark time, reduced with max (argmax)
+INDIVIDUAL = "straggler/bench_individual"  # this rank's best time / this one, 0..1
 _SPREAD = "ranks/input_wait_ms"
-BENCH = "straggler/bench_ms"  # written by the adapter's micro-benchmark (mindspore.compute_probe)
 _BENCH_SPREAD = "ranks/bench_ms"
 
 

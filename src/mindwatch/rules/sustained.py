@@ -144,8 +144,9 @@ class LevelRule(Rule[S]):
     ``seconds``: one finding per level per episode (an episode ends with a sample at no
     level; a warning episode that turns critical raises the critical one too).
 
-    A subclass declares the tag it reads and :meth:`level` (which severity a value is
-    at, or None) and :meth:`describe` (the finding's message and threshold)."""
+    A subclass declares the tag it reads, :meth:`levels` (its warning and critical
+    thresholds; or :meth:`level` itself, for a value that is not a measure) and
+    :meth:`describe` (the finding's message and threshold)."""
 
     tag: ClassVar[str] = ""
     state = ("raised",)  # and the clock's and the runs' (state_dict below)
@@ -174,8 +175,21 @@ class LevelRule(Rule[S]):
     def value(self, values: Mapping[str, float]) -> Optional[float]:
         return self.finite(values, self.tag)
 
-    def level(self, value: float) -> Optional[str]:
+    def levels(self) -> tuple[float, float]:
+        """The warning and the critical threshold (a value at or above one is at it)."""
         raise NotImplementedError
+
+    def threshold(self, severity: str) -> float:
+        """The threshold of ``severity``."""
+        warning, critical = self.levels()
+        return critical if severity == "critical" else warning
+
+    def level(self, value: float) -> Optional[str]:
+        """The severity ``value`` is at (:meth:`levels`), or None."""
+        warning, critical = self.levels()
+        if value >= critical:
+            return "critical"
+        return "warning" if value >= warning else None
 
     def describe(
         self, severity: str, value: float, run: Sustained, values: Mapping[str, float]

@@ -31,6 +31,7 @@ from typing import Any, Optional, Protocol
 import numpy as np
 
 from mindwatch.common.i18n import N_, _
+from mindwatch.rules.straggler import BENCH, INPUT_WAIT, STEP, StragglerSettings
 from mindwatch.run.rank_file import rank_identity
 from mindwatch.run.ranks import device_label
 from mindwatch.run.record import RunRecord
@@ -45,11 +46,9 @@ class Series(Protocol):
 
 __all__ = ["PARTS", "rank_facts", "ranks_header", "ranks_notes", "ranks_rows"]
 
-INPUT_WAIT = "straggler/input_wait_ms"
-STEP = "straggler/step_ms"
-BENCH = "straggler/bench_ms"
-THRESHOLD = 0.75  # the straggler rule's default
-SKIP = 2  # intervals, as the straggler rule's default ``skip``
+_DEFAULTS = StragglerSettings()
+THRESHOLD = _DEFAULTS.threshold  # the straggler rule's default
+SKIP = _DEFAULTS.skip  # intervals left out, as the rule leaves them out
 PARTS = {"input": N_("input pipeline"), "compute": N_("compute"), "none": N_("none")}
 _DEVICE_MEMORY = ("hw/device_mem_peak_mb", "hw/npu_hbm_used_mb")
 
