@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.mindspore.test_multicard import msrun_env
-from tests.ports import free_port
+from tests.mindspore.test_multicard import msrun_command, msrun_env
 from tests.tbread import scalars
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 SCRIPT = Path(__file__).with_name("scripts") / "leak_train.py"
-BIN = Path(sys.executable).parent
 STEPS, LEAK_FROM, LEAK_MB = 400, 100, 0.5
 HARDWARE_RULES = {"npu_temperature", "hbm_full", "npu_health", "memory_growth"}
 CONFIG = {
@@ -37,19 +34,8 @@ CONFIG = {
 
 
 def train(out: Path, *options: str) -> None:
-    command = [
-        str(BIN / "msrun"),
-        "--worker_num=2",
-        "--local_worker_num=2",
-        f"--master_port={free_port()}",
-        f"--log_dir={out / 'log'}",
-        "--join=True",
-        str(SCRIPT),
-        str(out),
-        f"--steps={STEPS}",
-        f"--config={json.dumps(CONFIG)}",
-        *options,
-    ]
+    settings = (f"--steps={STEPS}", f"--config={json.dumps(CONFIG)}")
+    command = msrun_command(out, *settings, *options, script=SCRIPT)
     done = subprocess.run(command, env=msrun_env(), capture_output=True, text=True, timeout=240)
     logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in (out / "log").glob("*.log"))
     assert done.returncode == 0, logs

@@ -31,16 +31,17 @@ STEPS = 40
 CORRUPT = (35, 36)  # after the spike rule's 30-point warmup
 
 
-def msrun_command(out: Path, *args: str) -> list[str]:
-    """dp_train.py under msrun with 2 CPU workers on a fresh port; logs in ``out/log``."""
+def msrun_command(out: Path, *args: str, script: Path = SCRIPT, workers: int = 2) -> list[str]:
+    """``script`` (dp_train.py) under msrun with ``workers`` CPU workers on a fresh port,
+    ``out`` its first argument; logs in ``out/log``."""
     return [
         str(BIN / "msrun"),
-        "--worker_num=2",
-        "--local_worker_num=2",
+        f"--worker_num={workers}",
+        f"--local_worker_num={workers}",
         f"--master_port={free_port()}",
         f"--log_dir={out / 'log'}",
         "--join=True",
-        str(SCRIPT),
+        str(script),
         str(out),
         *args,
     ]

@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.mindspore.test_multicard import BIN, msrun_env
-from tests.ports import free_port
+from tests.mindspore.test_multicard import msrun_command, msrun_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -38,18 +37,8 @@ def job(
     out: Path, world: int, *args: str, config: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """The job under msrun with ``world`` CPU workers; rank 0's alerts."""
-    command = [
-        str(BIN / "msrun"),
-        f"--worker_num={world}",
-        f"--local_worker_num={world}",
-        f"--master_port={free_port()}",
-        f"--log_dir={out / 'log'}",
-        "--join=True",
-        str(SCRIPT),
-        str(out),
-        f"--config={json.dumps({**CONFIG, **(config or {})})}",
-        *args,
-    ]
+    settings = f"--config={json.dumps({**CONFIG, **(config or {})})}"
+    command = msrun_command(out, settings, *args, script=SCRIPT, workers=world)
     done = subprocess.run(command, env=msrun_env(), capture_output=True, text=True, timeout=300)
     log = (out / "log" / "worker_0.log").read_text(errors="replace")
     assert done.returncode == 0, log[-3000:]
