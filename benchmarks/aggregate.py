@@ -9,6 +9,17 @@ runs with:
 * ``TrainingMonitor`` reducing every 1, 10 and 50 steps, and with the default
   ``auto`` interval (the interval it settled on is shown).
 
+With ``--telemetry`` it measures the cluster-health telemetry instead, every
+configuration reducing with the default ``auto`` interval:
+
+* hardware telemetry and the ``straggler`` rule off (the baseline);
+* the defaults: a hardware sample every 5 s joining the interval's last step, the
+  per-interval medians of the data waits, and the compute micro-benchmark every 30 s;
+* the same with the micro-benchmark every 2 s, to measure what one run costs (a round
+  is too short to hold a 30 s period; the cost at 30 s is scaled from it).
+
+Rounds must then span several hardware periods: ``--steps 3000`` (about 12 s here).
+
 Two measurements per configuration, as in ``benchmarks/overhead.py``:
 
 * **in-callback**: median time per step spent inside the callbacks on rank 0,
@@ -19,6 +30,7 @@ Two measurements per configuration, as in ``benchmarks/overhead.py``:
   round and the median of these paired ratios is printed with its spread.
 
     python benchmarks/aggregate.py [--workers 2] [--rounds 6] [--steps 400] [--warmup 100]
+    python benchmarks/aggregate.py --telemetry --steps 3000 --rounds 6
 
 It starts itself under ``msrun`` with ``--workers`` CPU processes (this environment's
 ``msrun`` and ``python``); rank 0 prints the table.
@@ -48,6 +60,15 @@ CONFIGS: dict[str, Optional[dict[str, Any]]] = {
     "every 50": {"aggregate_every": 50},
     "auto (default)": {},
 }
+BASELINE = "no reduction"
+OFF = {"hardware": {"enabled": False}, "alerts": {"straggler": {"enabled": False}}}
+TELEMETRY: dict[str, Optional[dict[str, Any]]] = {
+    "bare": None,
+    "telemetry off": OFF,
+    "defaults (telemetry on)": {},
+    "micro-benchmark every 2 s": {"alerts": {"straggler": {"bench_every_s": 2.0}}},
+}
+TELEMETRY_BASELINE = "telemetry off"
 
 
 def launch(args: argparse.Namespace) -> int:
@@ -75,6 +96,7 @@ def launch(args: argparse.Namespace) -> int:
         f"--steps={args.steps}",
         f"--hidden={args.hidden}",
         f"--warmup={args.warmup}",
+        *(["--telemetry"] if args.telemetry else []),
     ]
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(command, env=env, check=False, capture_output=True, text=True)
@@ -135,15 +157,17 @@ def worker(args: argparse.Namespace) -> None:
             if self.inner is not None:
                 self.inner.on_train_end(run_context)
 
-    intervals: dict[str, list[float]] = {name: [] for name in CONFIGS}
-    inside: dict[str, list[float]] = {name: [] for name in CONFIGS}
-    paired: dict[str, list[float]] = {name: [] for name in CONFIGS}
+    configs, baseline = (TELEMETRY, TELEMETRY_BASELINE) if args.telemetry else (CONFIGS, BASELINE)
+    intervals: dict[str, list[float]] = {name: [] for name in configs}
+    inside: dict[str, list[float]] = {name: [] for name in configs}
+    paired: dict[str, list[float]] = {name: [] for name in configs}
     chosen: list[int] = []
+    benches: list[int] = []  # micro-benchmark runs per round, every 2 s
     root = tempfile.mkdtemp(prefix="mindwatch-bench-")
     model.train(1, make_dataset(20 * batch * world, batch, 1, shards=world, shard=rank))  # compile
     for round_no in range(args.rounds):
         medians = {}
-        for name, options in CONFIGS.items():
+        for name, options in configs.items():
             monitor = None
             if options is not None:
                 logdir = os.path.join(root, f"r{round_no}", name.replace(" ", "_"))
@@ -157,29 +181,32 @@ def worker(args: argparse.Namespace) -> None:
             medians[name] = float(np.median(steps))
             intervals[name].extend(steps.tolist())
             inside[name].append(float(np.mean(timed.inside[skip + 1 :])))
-            if name == "auto (default)" and monitor is not None:
+            if name in ("auto (default)", "defaults (telemetry on)") and monitor is not None:
                 aggregator = monitor.monitor.aggregator
                 chosen.append(aggregator.every if aggregator is not None else 0)
-        for name in CONFIGS:
-            paired[name].append(medians[name] / medians["no reduction"])
+            if name == "micro-benchmark every 2 s" and monitor is not None and rank == 0:
+                benches.append(bench_runs(Path(logdir)))
+        for name in configs:
+            paired[name].append(medians[name] / medians[baseline])
     shutil.rmtree(root, ignore_errors=True)
     if rank != 0:
         return
 
     bare_step = statistics.median(intervals["bare"])
-    base_inside = statistics.median(inside["no reduction"])
+    base_inside = statistics.median(inside[baseline])
+    what = "Cluster-health telemetry" if args.telemetry else "Reducing metrics"
     print(
-        f"# Reducing metrics across {world} ranks: MLP {FEATURES}-{args.hidden}-"
+        f"# {what} across {world} ranks: MLP {FEATURES}-{args.hidden}-"
         f"{args.hidden}-{CLASSES}, batch {batch} per rank, data parallel, GRAPH mode, CPU; "
         f"{args.rounds} rounds x {args.steps} steps"
     )
     print()
     print(
-        "| configuration | step (median) | in callbacks / step | vs no reduction "
-        "(in-callback, % of step) | vs no reduction (end to end, p25-p75) |"
+        f"| configuration | step (median) | in callbacks / step | vs {baseline} "
+        f"(in-callback, % of step) | vs {baseline} (end to end, p25-p75) |"
     )
     print("|---|---|---|---|---|")
-    for name in CONFIGS:
+    for name in configs:
         step_ms = statistics.median(intervals[name]) * 1e3
         cb_us = statistics.median(inside[name]) * 1e6
         extra = (statistics.median(inside[name]) - base_inside) / bare_step * 100
@@ -187,13 +214,31 @@ def worker(args: argparse.Namespace) -> None:
         p25 = ratios[len(ratios) // 4]
         p75 = ratios[(3 * len(ratios)) // 4 - (1 if len(ratios) % 4 == 0 else 0)]
         e2e = f"x{statistics.median(ratios):.3f} ({p25:.3f}-{p75:.3f})"
-        delta = "-" if name in ("bare", "no reduction") else f"{extra:+.2f} %"
+        delta = "-" if name in ("bare", baseline) else f"{extra:+.2f} %"
         print(f"| {name} | {step_ms:.2f} ms | {cb_us:.0f} us | {delta} | {e2e} |")
     print()
     print(
         f"  auto settled on an interval of {statistics.median(chosen):.0f} steps "
         f"(per round: {chosen})"
     )
+    if args.telemetry:
+        every_2s = "micro-benchmark every 2 s"
+        extra_ms = (statistics.median(inside[every_2s]) - base_inside) * 1e3 * args.steps
+        defaults_ms = (statistics.median(inside["defaults (telemetry on)"]) - base_inside) * 1e3
+        runs = statistics.median(benches) if benches else 0
+        per_run = (extra_ms - defaults_ms * args.steps) / runs if runs else float("nan")
+        print(
+            f"  micro-benchmark: {runs:.0f} runs per round every 2 s, about {per_run:.1f} ms "
+            f"each on the training thread; every 30 s (the default) that is "
+            f"{per_run / 30_000 * 100:.3f} % of the time"
+        )
+
+
+def bench_runs(logdir: Path) -> int:
+    """How many micro-benchmark runs rank 0 wrote in ``logdir`` (its global run)."""
+    from mindwatch import read_scalars
+
+    return len(read_scalars(logdir, runs={"."}, tags={"ranks/bench_ms_max"}))
 
 
 def main() -> int:
@@ -203,6 +248,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--warmup", type=int, default=100, help="steps not measured")
+    parser.add_argument(
+        "--telemetry", action="store_true", help="hardware telemetry and straggler on vs off"
+    )
     args = parser.parse_args()
     if os.environ.get("MS_ROLE") not in ("MS_WORKER", "MS_SCHED"):
         return launch(args)

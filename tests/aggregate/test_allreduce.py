@@ -30,7 +30,8 @@ def run(world: int, table: ReductionTable) -> list[Any]:
         tags = ["train/loss", "perf/step_time_ms", TOKENS]
         reduced, _ = reduce_all(
             group.member(rank).all_reduce, rank=rank, world=world, round_no=3,
-            capacity=10, proposal=rank, stop=rank == 2, rows=rows, tags=tags, table=table,
+            capacity=10, proposal=rank, stop=rank == 2, bench=rank == 1, rows=rows, tags=tags,
+            table=table,
         )  # fmt: skip
         if rank == 0:
             rows0 = [(s, 0.0, list(r.items()), None, None, None) for s, r in rows]
@@ -47,7 +48,8 @@ def run(world: int, table: ReductionTable) -> list[Any]:
 def test_every_kind_matches_numpy_with_nan_inf_missing_and_weights() -> None:
     emitted, layout = run(3, ReductionTable())
     assert layout.proposal == 2
-    assert layout.stop
+    assert layout.stop  # rank 2 asked
+    assert layout.bench  # rank 1 asked
     first = dict(emitted[0][1])
     w = np.array([1.0, 2.0, 3.0])
     loss = np.array([1.0, 3.0, 5.0])

@@ -397,6 +397,28 @@ def test_a_stop_request_reaches_every_rank_at_the_same_step(tmp_path: Path) -> N
     )
 
 
+def test_a_benchmark_request_is_agreed_at_the_same_step_on_every_rank(tmp_path: Path) -> None:
+    """Whichever rank asks, every rank learns it from the same reduction, once; the
+    wait for the background threads to go idle returns (the micro-benchmark's quiet
+    moment)."""
+    agreed: dict[int, list[int]] = {0: [], 1: [], 2: []}
+
+    def body(mon: Monitor, rank: int) -> None:
+        aggregator = mon.aggregator
+        assert aggregator is not None
+        with mon:
+            for step in range(1, 60):
+                mon.log_step(step, loss=1.0)
+                if rank == 2 and step in (12, 13, 41):  # asked twice before one reduction
+                    aggregator.request_benchmark()
+                if aggregator.take_benchmark():
+                    agreed[rank].append(step)
+                    assert mon.settle(10.0)
+
+    run_ranks(3, tmp_path, body, config={"aggregate_every": 10})
+    assert agreed == {0: [20, 50], 1: [20, 50], 2: [20, 50]}
+
+
 def test_controls_come_back_as_values_on_every_rank(tmp_path: Path) -> None:
     """Three ranks; rank 2's loss turns NaN at step 33. Rank 0's rules judge the reduced
     steps; the stop reaches every rank in the same later reduction (run after run, the

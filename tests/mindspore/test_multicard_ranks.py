@@ -43,7 +43,7 @@ def test_the_report_names_the_rank_with_the_slow_input_pipeline(tmp_path: Path) 
         (1, socket.gethostname(), "CPU", 1),
     ]
     assert [r["slowest_part"] for r in ranks] == ["none", "input"]
-    assert ranks[1]["input_score"] < 0.75 <= ranks[0]["input_score"]
+    assert ranks[1]["input_score"] < 0.4 <= ranks[0]["input_score"]
     assert all(r["peak_rss_mb"] > 50 for r in ranks)  # this process's own RSS, sampled
     assert 'class="ranks"' in (out / "report.html").read_text("utf-8")
 

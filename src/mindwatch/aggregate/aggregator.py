@@ -26,7 +26,9 @@ Stopping is a value too: a rank asks (:meth:`Aggregator.request_stop`, on the tr
 thread); the request rides in the first all-reduce of the next reduction, and every
 rank reads the agreement from that same reduction (:attr:`Aggregator.stop_agreed`, set
 on the training thread when the reduction returns). So every rank stops at the same
-step.
+step. The compute micro-benchmark is agreed the same way
+(:meth:`Aggregator.request_benchmark`, :meth:`Aggregator.take_benchmark`): every rank
+runs it right after the same reduction, whichever rank's clock said it was due.
 
 At start (:meth:`Aggregator.agree_on_start`) one all-gather gives every rank rank 0's
 new run folder and every rank's place (node, device: :mod:`mindwatch.aggregate.startup`);
@@ -103,6 +105,7 @@ class _Reduced:
     rows: list[Row]
     interval: int
     stop: bool
+    bench: bool
 
 
 class _Prepared:
@@ -202,6 +205,8 @@ class Aggregator:
         # reduction and stops at the same step.
         self.stop_asked = False
         self.stop_agreed = False
+        self.bench_asked = False
+        self._bench_agreed = False
         self._warn = WarnOnce(log)
 
     # ---------------------------------------------------------------- training thread
@@ -213,6 +218,16 @@ class Aggregator:
     def request_stop(self) -> None:
         """Ask every rank to stop training; they all learn it at the next reduction."""
         self.stop_asked = True
+
+    def request_benchmark(self) -> None:
+        """Ask every rank to run the compute micro-benchmark after the next reduction."""
+        self.bench_asked = True
+
+    def take_benchmark(self) -> bool:
+        """Whether the reduction that just returned agreed on the micro-benchmark (once:
+        the same answer on every rank, at the same step)."""
+        agreed, self._bench_agreed = self._bench_agreed, False
+        return agreed
 
     @classmethod
     def for_config(
@@ -304,14 +319,14 @@ class Aggregator:
             self._write_local_values(pending.rows())
             return
         proposal = self._proposal(raw)  # steps and wall times only: as logged
-        stop = self.stop_asked
+        stop, bench = self.stop_asked, self.bench_asked
         round_no = self._round
         self._round += 1
         started = time.perf_counter()
         self._handed_over = True
         try:
             done = self._guard.call(
-                lambda: self._reduce(pending.rows(), proposal, round_no, stop),
+                lambda: self._reduce(pending.rows(), proposal, round_no, stop, bench),
                 self.timeout,
                 after=self._write,
             )
@@ -324,6 +339,8 @@ class Aggregator:
         cost = time.perf_counter() - started
         if done.stop:
             self.stop_agreed = True  # every rank reads it from this same reduction
+        if done.bench:
+            self.bench_asked, self._bench_agreed = False, True
         self.reductions += 1
         if raw:
             self.last_reduced_step = raw[-1][0]
@@ -422,7 +439,9 @@ class Aggregator:
 
     # ---------------------------------------------------------------- collective thread
 
-    def _reduce(self, rows: list[Row], proposal: int, round_no: int, stop: bool) -> _Reduced:
+    def _reduce(
+        self, rows: list[Row], proposal: int, round_no: int, stop: bool, bench: bool
+    ) -> _Reduced:
         """The four all-reduces (:mod:`mindwatch.aggregate.allreduce`); the agreed interval."""
         tags: list[str] = []
         seen: set[str] = set()
@@ -447,12 +466,13 @@ class Aggregator:
             capacity=self._capacity,
             proposal=proposal,
             stop=stop,
+            bench=bench,
             rows=packed,
             tags=tags,
             table=table,
         )
         layout = reduced.layout
-        return _Reduced(reduced, tags, rows, layout.proposal, layout.stop)
+        return _Reduced(reduced, tags, rows, layout.proposal, layout.stop, layout.bench)
 
     def _write(self, pending: _Reduced) -> None:
         """After a successful reduction (collective thread): emit global and local points."""

@@ -10,9 +10,10 @@ Rounds (``C`` = rank 0's steps x tags, the *cells*):
 
 1. *max*, :func:`layout_vector`: a check header (magic and round as ``x`` and ``-x``:
    one max shows whether every rank sent the same), the room rank 0 needs, the interval
-   proposal, the stop flag, then rank 0's layout (steps in two 24-bit parts, tag ids in
-   three 18-bit parts, its finite values as the shift of each cell) that the others send
-   as -1 (-inf for the shifts), so every rank learns where to put its values;
+   proposal, the stop and benchmark requests, then rank 0's layout (steps in two 24-bit
+   parts, tag ids in three 18-bit parts, its finite values as the shift of each cell)
+   that the others send as -1 (-inf for the shifts), so every rank learns where to put
+   its values;
 2. *sum*, :func:`sum_vector`: per cell the count of contributing ranks, of NaN, +inf and
    -inf, the sum and the sum of squares of the finite values about the shift, and for
    weighted means the count of positive weights, the weighted shifted sum and the weight;
@@ -63,7 +64,7 @@ AllReduce = Callable[[Floats, str], Floats]
 TOKENS, SAMPLES = "_w/tokens", "_w/samples"
 
 _CHECK = 2  # check words at the head of every round
-_HEAD = _CHECK + 2 + 5  # + round as (r, -r); needed, proposal, stop, n_steps, n_tags
+_HEAD = _CHECK + 2 + 6  # + round as (r, -r); needed, proposal, stop, bench, n_steps, n_tags
 _LOW = float(2**24)
 _PART = 2**18
 _SUMS = 9  # count, nan, +inf, -inf, sum, squares, weighted count, weighted sum, weight
@@ -94,6 +95,7 @@ class Layout:
     shift: Floats  # (steps, tags)
     proposal: int
     stop: bool
+    bench: bool  # some rank asked for the compute micro-benchmark at this reduction
     needed: int
 
 
@@ -141,6 +143,7 @@ def layout_vector(
     capacity: int,
     proposal: int,
     stop: bool,
+    bench: bool = False,
     steps: Sequence[int],
     ids: Floats,
     values: Floats,
@@ -150,7 +153,7 @@ def layout_vector(
     need = layout_size(n_steps, n_tags) if rank == 0 else 0
     # -inf below every layout word (integers >= 0, finite shifts): max keeps rank 0's.
     out = np.full(capacity, -np.inf)
-    out[:_HEAD] = (MAGIC, -MAGIC, round_no, -round_no, need, proposal, float(stop), -1, -1)
+    out[:_HEAD] = (MAGIC, -MAGIC, round_no, -round_no, need, proposal, stop, bench, -1, -1)
     if rank != 0 or need > capacity:
         return out
     out[_HEAD - 2 : _HEAD] = (n_steps, n_tags)
@@ -169,8 +172,8 @@ def layout_vector(
 def read_layout(got: Floats, capacity: int, round_no: int, world: int) -> Layout:
     """Round 1's result, checked; the layout only when rank 0's fitted."""
     _check(got, capacity, "layout", (MAGIC, -MAGIC, round_no, -round_no), world)
-    need, proposal, stop, n_steps, n_tags = (int(x) for x in got[_CHECK + 2 : _HEAD])
-    empty = Layout([], np.zeros(0), np.zeros((0, 0)), proposal, bool(stop), need)
+    need, proposal, stop, bench, n_steps, n_tags = (int(x) for x in got[_CHECK + 2 : _HEAD])
+    empty = Layout([], np.zeros(0), np.zeros((0, 0)), proposal, bool(stop), bool(bench), need)
     if need > capacity or n_steps < 0 or n_tags < 0:
         return empty
     if layout_size(n_steps, n_tags) != need:
@@ -184,7 +187,7 @@ def read_layout(got: Floats, capacity: int, round_no: int, world: int) -> Layout
     pos += 3 * n_tags
     shift = got[pos : pos + n_steps * n_tags].reshape(n_steps, n_tags)
     shift = np.where(np.isfinite(shift), shift, 0.0)
-    return Layout(steps, ids, shift, proposal, bool(stop), need)
+    return Layout(steps, ids, shift, proposal, bool(stop), bool(bench), need)
 
 
 def local_cells(
@@ -299,6 +302,7 @@ def reduce_all(
     capacity: int,
     proposal: int,
     stop: bool,
+    bench: bool = False,
     rows: Sequence[Any],
     tags: Sequence[str],
     table: ReductionTable,
@@ -320,6 +324,7 @@ def reduce_all(
             capacity=room,
             proposal=proposal,
             stop=stop,
+            bench=bench,
             steps=steps,
             ids=ids,
             values=mine,

@@ -88,6 +88,7 @@ BUILTIN_REDUCTIONS: dict[str, Reduction] = {
     straggler.INPUT_WAIT: Reduction("max"),  # its spread names the slow rank
     straggler.STEP: Reduction("max"),
     straggler.BENCH: Reduction("max"),  # the compute micro-benchmark: slowest rank
+    straggler.BENCH_RANKS: Reduction("once"),  # how many ranks ran it (rank 0 knows)
     straggler.INDIVIDUAL: Reduction("min"),
     "perf/host_peak_rss_mb": Reduction("per_rank"),
     "perf/device_peak_memory_mb": Reduction("per_rank"),

@@ -85,13 +85,17 @@ from mindwatch.mindspore.model import grad_norm_hint
 from mindwatch.mindspore.outputs import OutputLayout, output_layout, unpack_outputs
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
-from mindwatch.rules.straggler import StragglerRule
+from mindwatch.rules.straggler import BENCH_RANKS, StragglerRule
 from mindwatch.run.claim import earlier_run
 from mindwatch.run.lifecycle import EXIT_TIMEOUT_SECS
 
 __all__ = ["TensorBoard", "TrainingMonitor"]
 
 log = logging.getLogger(__name__)
+
+# The longest the training thread waits for mindwatch's own threads to go idle before
+# the compute micro-benchmark (rank 0's writing after a reduction takes milliseconds).
+_SETTLE_SECS = 0.5
 
 
 def ms_device_target() -> Optional[str]:
@@ -205,11 +209,12 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             if straggler.enabled and self.world_size > 1
             else None
         )
-        # The compute micro-benchmark, at the same steps on every rank (made at its
-        # first run, once MindSpore's device is set).
-        self._bench_every = straggler.bench_every if self._input_waits is not None else 0
+        # The compute micro-benchmark, agreed in a reduction so that every rank runs it
+        # at the same step (made at its first run, once MindSpore's device is set).
+        self._bench_every_s = straggler.bench_every_s if self._input_waits is not None else 0.0
         self._bench: Optional[ComputeBenchmark] = None
-        self._bench_due = False
+        self._bench_at = time.monotonic()  # the last run (or the start)
+        self._bench_values: dict[str, float] = {}  # the last run's, for the next step
         self._actions = LoopActions(self.config, self.rank)
 
     def _folder_has_earlier_run(self) -> bool:
@@ -504,9 +509,6 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         parts = self._step_parts(step - previous if previous is not None and step > previous else 1)
         if self._input_waits is not None and "perf/data_wait_ms" in parts:
             self._input_waits.add(parts["perf/data_wait_ms"], parts["perf/compute_ms"])
-        every = self._bench_every
-        if every and previous is not None and step // every > previous // every:
-            self._bench_due = True  # crossed a multiple (a sink covers several steps)
         if self._flops_pending:
             self._guarded("model FLOPs", lambda: self._count_flops(cb))
         if self.config.alerts.sample_ids is not None:
@@ -537,9 +539,9 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         values.update(parts)
         if self._input_waits is not None:
             values.update(self._input_waits.due())
-        if self._bench_due:
-            self._bench_due = False
-            values.update(self._guarded("compute benchmark", self._run_benchmark) or {})
+        if self._bench_values:
+            values.update(self._bench_values)
+            self._bench_values = {}
         if self._lr is not None and not (self._lr_from_outputs and "lr" in values):
             lrs = self._guarded("learning rate", self._lr.read)
             if lrs:
@@ -552,6 +554,8 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         if self._memory.every and self._memory(step):
             values.update(self._guarded("memory", self._read_memory) or {})
         self._guarded("step", lambda: self.monitor.log_step(step, samples=self._samples, **values))
+        if self._bench_every_s:
+            self._guarded("compute benchmark", self._maybe_benchmark)
         if "grad_norm" in values:
             grad_norm = values["grad_norm"]
             self._guarded(
@@ -562,10 +566,24 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._guarded("controls", lambda: self._apply_controls(run_context, cb))
         self._last_end = time.perf_counter()
 
-    def _run_benchmark(self) -> dict[str, float]:
-        if self._bench is None:
-            self._bench = ComputeBenchmark(device_target())
-        return self._bench.run()
+    def _maybe_benchmark(self) -> None:
+        """Run the micro-benchmark when the reduction that ``log_step`` may just have made
+        agreed on it (every rank at this step), once this process's own threads are
+        idle; ask for it when it is due on this rank's clock. Its values go with the
+        next step logged, on every rank the same."""
+        aggregator = self.monitor.aggregator
+        if aggregator is None or not aggregator.reducing:
+            return
+        if aggregator.take_benchmark():
+            self.monitor.settle(_SETTLE_SECS)
+            if self._bench is None:
+                self._bench = ComputeBenchmark(device_target())
+            self._bench_values = {**self._bench.run(), BENCH_RANKS: float(self.world_size)}
+            self._bench_at = time.monotonic()
+            if self._input_waits is not None:
+                self._input_waits.disturb()  # the pause let every pipeline run ahead
+        elif time.monotonic() - self._bench_at >= self._bench_every_s:
+            aggregator.request_benchmark()  # (asking again before it ran changes nothing)
 
     def _apply_controls(self, run_context: Any, cb: Any) -> None:
         """What the monitor says is due at this step end, carried out by the actions."""

@@ -4,11 +4,12 @@ parallelism.
 
 Every rank waits for the slowest in the gradient all-reduce, inside the graph, so each
 rank's step and compute times are the same; only the profiler splits compute from the
-wait. A fixed MatMul, the same on every rank and run at the same step (a multiple of
-``alerts.straggler.bench_every``: steps are the same on every rank, so no collective is
-needed to agree), takes longer on the rank whose device or host is slow: a card that
-throttles, a process starved by a busy neighbour on its cores. Megatron's
-``gpu_sniff_test`` does the same with a GEMM.
+wait. A fixed MatMul, the same on every rank and run at the same step, takes longer on
+the rank whose device or host is slow: a card that throttles, a process starved by a
+busy neighbour on its cores. Megatron's ``gpu_sniff_test`` does the same with a GEMM.
+When it runs is the callback's business (every ``alerts.straggler.bench_every_s``,
+agreed in a reduction, after mindwatch's own threads went idle:
+:class:`mindwatch.mindspore.TrainingMonitor` at a step end).
 
 What is timed, and why:
 

@@ -11,6 +11,7 @@ flushed, closed (``run.json`` says how it ended) or aborted. The other half, in
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, TypeVar
@@ -178,6 +179,21 @@ class RunControls:
     def stats(self) -> WriterStats:
         """Counters of this process's writers, summed (and points the pipeline dropped)."""
         return self._session.outputs.stats()
+
+    def settle(self, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds in all, until this process's background
+        threads have processed what was logged so far (files are not flushed): a quiet
+        moment for a measurement. False on timeout.
+
+        The compute micro-benchmark needs it: right after a reduction rank 0 alone
+        derives the global values, runs the rules and writes them, and a benchmark
+        timed beside that work measured rank 0 slower than the others with nothing
+        planted (docs/multicard.md)."""
+        deadline = time.monotonic() + timeout
+        aggregator = self._route.aggregator
+        if aggregator is not None and not aggregator.sync(timeout):
+            return False
+        return self._pipeline.sync(max(0.0, deadline - time.monotonic()))
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Block until everything logged so far is handed to the OS.

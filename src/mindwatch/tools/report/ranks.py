@@ -9,10 +9,12 @@ run's folder itself when the ranks wrote runs of their own) and where it ran fro
   time``, from the per-interval medians every rank writes for the ``straggler`` rule
   (``straggler/input_wait_ms``, ``straggler/step_ms``): the share of a step the rank
   was not held up by its own input pipeline beyond the fastest rank;
-* **compute score**: the fastest rank's median micro-benchmark time / this rank's
-  (``straggler/bench_ms``, where the run measured it);
-* **slowest part**: the part whose score is below the ``straggler`` threshold (the
-  run's own, from run.json; 0.75 by default), the lower one if both; else none;
+* **compute score**: the median of the other ranks' median micro-benchmark times /
+  this rank's (``straggler/bench_ms``, where the run measured it), the rule's relative
+  score over the whole run;
+* **slowest part**: the part whose score is below the ``straggler`` rule's threshold
+  for it (the run's own, from run.json; by default 0.4 for the input pipeline, 0.5 for
+  compute), the lower one if both; else none;
 * peak host memory (``hw/rss_mb``), peak device memory (``hw/device_mem_peak_mb``, or
   ``hw/npu_hbm_used_mb`` where npu-smi reported it) and the highest NPU temperature
   (``hw/npu_temp_c``); "—" where the rank had none.
@@ -47,7 +49,8 @@ class Series(Protocol):
 __all__ = ["PARTS", "rank_facts", "ranks_header", "ranks_notes", "ranks_rows"]
 
 _DEFAULTS = StragglerSettings()
-THRESHOLD = _DEFAULTS.threshold  # the straggler rule's default
+THRESHOLD = _DEFAULTS.threshold  # the straggler rule's defaults
+BENCH_THRESHOLD = _DEFAULTS.bench_threshold
 SKIP = _DEFAULTS.skip  # intervals left out, as the rule leaves them out
 PARTS = {"input": N_("input pipeline"), "compute": N_("compute"), "none": N_("none")}
 _DEVICE_MEMORY = ("hw/device_mem_peak_mb", "hw/npu_hbm_used_mb")
@@ -69,13 +72,19 @@ def _peak(series: Optional[Series]) -> Optional[float]:
     return float(values.max()) if len(values) else None
 
 
-def _threshold(info: RunRecord) -> float:
+def _threshold(info: RunRecord, key: str, default: float) -> float:
     config = info.get("config") or {}
     rule = ((config.get("alerts") or {}) if isinstance(config, Mapping) else {}).get("straggler")
-    value = rule.get("threshold") if isinstance(rule, Mapping) else None
+    value = rule.get(key) if isinstance(rule, Mapping) else None
     if isinstance(value, float) and 0 < value < 1:
         return value
-    return THRESHOLD
+    return default
+
+
+def _others(values: Mapping[int, Optional[float]], rank: int) -> Optional[float]:
+    """The median of every other rank's value (None when no other rank has one)."""
+    others = [v for r, v in values.items() if r != rank and v is not None and v > 0]
+    return float(np.median(others)) if others else None
 
 
 def rank_facts(
@@ -86,8 +95,11 @@ def rank_facts(
     steps = {r: _median(s.get(STEP)) for r, (_f, s) in ranks.items()}
     benches = {r: _median(s.get(BENCH)) for r, (_f, s) in ranks.items()}
     fastest_wait = min((w for w in waits.values() if w is not None), default=None)
-    fastest_bench = min((b for b in benches.values() if b is not None and b > 0), default=None)
-    threshold = _threshold(info)
+    threshold = _threshold(info, "threshold", THRESHOLD)
+    thresholds = {
+        "input": threshold,
+        "compute": _threshold(info, "bench_threshold", BENCH_THRESHOLD),
+    }
     out = []
     for rank, (folder, series) in sorted(ranks.items()):
         identity = rank_identity(folder, rank, run_folder)
@@ -96,12 +108,13 @@ def rank_facts(
         if wait is not None and step is not None and step > 0 and fastest_wait is not None:
             input_score = min(1.0, max(0.0, 1.0 - (wait - fastest_wait) / step))
         compute_score = None
-        if bench is not None and bench > 0 and fastest_bench is not None:
-            compute_score = min(1.0, fastest_bench / bench)
+        others = _others(benches, rank)
+        if bench is not None and bench > 0 and others is not None:
+            compute_score = min(1.0, others / bench)
         low = {
             part: score
             for part, score in (("input", input_score), ("compute", compute_score))
-            if score is not None and score < threshold
+            if score is not None and score < thresholds[part]
         }
         slowest: Optional[str] = min(low, key=lambda part: low[part]) if low else "none"
         if input_score is None and compute_score is None:
@@ -117,6 +130,7 @@ def rank_facts(
                 "compute_score": compute_score,
                 "slowest_part": slowest,
                 "threshold": threshold,
+                "compute_threshold": thresholds["compute"],
                 "peak_rss_mb": _peak(series.get("hw/rss_mb")),
                 "peak_device_memory_mb": max(
                     (m for m in device_memory if m is not None), default=None
@@ -176,12 +190,15 @@ def ranks_rows(ranks: list[dict[str, Any]]) -> list[list[str]]:
 
 def ranks_notes(ranks: list[dict[str, Any]]) -> list[str]:
     """How the scores were made (below the table)."""
-    threshold = ranks[0].get("threshold", THRESHOLD) if ranks else THRESHOLD
+    first = ranks[0] if ranks else {}
+    threshold = first.get("threshold", THRESHOLD)
+    compute = first.get("compute_threshold", BENCH_THRESHOLD)
     return [
         _(
             "Input score: 1 - (the rank's median data wait - the fastest rank's) / its "
-            "median step time. Compute score: the fastest rank's micro-benchmark time / "
-            "the rank's. A score below {threshold:.2f} names the slowest part; — : not "
-            "measured (the straggler rule off, one rank, or no benchmark)."
-        ).format(threshold=threshold)
+            "median step time. Compute score: the other ranks' median micro-benchmark "
+            "time / the rank's. An input score below {threshold:.2f} or a compute score "
+            "below {compute:.2f} names the slowest part; — : not measured (the straggler "
+            "rule off, one rank, or no benchmark)."
+        ).format(threshold=threshold, compute=compute)
     ]
