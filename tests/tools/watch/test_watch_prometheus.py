@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from mindwatch.events.writer import EventFileWriter
+from mindwatch.run.rank_file import write_rank_file
 from mindwatch.tools.watch.prometheus import parse_address, series_name
 from tests.deploy import test_grafana_dashboard as dashboard
 from tests.prometheus_server import PrometheusServer, free_port, http_get
@@ -119,6 +120,8 @@ def test_runs_of_other_tools_and_a_crashed_run_reach_prometheus(
     root = tmp_path / "runs"
     _tensorboardx_run(root / "tbx", 30)
     _own_writer_run(root / "job" / "rank_1", 12)  # a rank's own folder, inside job/
+    hardware = {"node": "node-1", "device_id": 5, "sources": {"device": "Ascend"}}
+    write_rank_file(root / "job" / "rank_1", rank=1, hardware=hardware)
     _own_writer_run(root / "job", 25, spread=True)
     killed = subprocess.run(
         [sys.executable, "-c", _KILLED_MONITOR, str(root / "crashed")], env=_env(), timeout=120
@@ -143,6 +146,10 @@ def test_runs_of_other_tools_and_a_crashed_run_reach_prometheus(
                 )
         rank_events = scalars(root / "job" / "rank_1")
         assert prom.value('mindwatch_step{run="job", rank="1"}') == 12
+        # The rank's place, as the in-job exporter labels it (a join with NPU-Exporter);
+        # the job's reduced values have none.
+        assert prom.value('mindwatch_step{run="job", rank="1", node="node-1", device_id="5"}') == 12
+        assert prom.query('mindwatch_step{run="job", rank="", node!=""}') == []
         assert (
             prom.value('mindwatch_loss{run="job", rank="1"}') == _last(rank_events, "train/loss")[1]
         )

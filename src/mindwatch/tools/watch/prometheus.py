@@ -8,6 +8,11 @@ Series and labels. A run is named by its folder relative to ROOT (``run="exp"``;
 itself, when it holds event files, by its own folder name). A rank's own folder inside a
 run (``exp/rank_1``, written under ``msrun``) becomes ``run="exp", rank="1"``; the run's
 folder itself (the job's reduced values) has no ``rank`` label, as on a rank-0 exporter.
+A rank's series, and those of a run of one process, also carry ``node`` and
+``device_id`` (from its ``rank.json`` or ``run.json``:
+:func:`mindwatch.run.rank_file.rank_identity`), as the in-job exporter labels them, so
+dashboards join them with NPU-Exporter's series; a rank whose place is not known (yet)
+has neither.
 
 What each poll sets: the step's values and its wall time as they are read (so
 ``seconds_since_last_step`` is the age of the newest event), the evaluation metrics,
@@ -31,6 +36,7 @@ from mindwatch.alerts.model import Alert
 from mindwatch.events.reader import RunReader, Scalar
 from mindwatch.exporter import DEFAULT_PREFIX, RUN_STATUSES, PrometheusMetrics, RunSeries
 from mindwatch.run.info import process_alive
+from mindwatch.run.rank_file import rank_identity
 from mindwatch.run.ranks import rank_of_run
 from mindwatch.run.record import RunRecord, read_run_info
 
@@ -95,6 +101,7 @@ class WatchExporter:
         self.metrics = PrometheusMetrics(prefix=prefix, labels=labels)
         self._series: dict[str, RunSeries] = {}  # by the watcher's run name
         self._stepped: set[str] = set()  # runs whose steps were seen as read
+        self._placed: set[str] = set()  # runs whose node and device are labelled
         self._host = socket.gethostname()
         self._server: Any = None
 
@@ -112,8 +119,13 @@ class WatchExporter:
                 self._stepped.add(name)
                 self._backfill(series, folder)
             names[folder.name if name == "." else name] = name  # as the rules name runs
-            if rank_of_run(name) is None:
+            rank = rank_of_run(name)
+            if name not in self._placed and rank is not None:
+                self._place(name, series, folder, rank, folder.parent)
+            if rank is None:
                 info = read_run_info(folder)
+                if name not in self._placed and info.world_size == 1:
+                    self._place(name, series, folder, 0, None)
                 status = run_status(info, self._host)
                 if status is not None:
                     series.set_status(status)
@@ -124,10 +136,20 @@ class WatchExporter:
             self.metrics.forget(label, rank=rank)
             del self._series[gone]
             self._stepped.discard(gone)
+            self._placed.discard(gone)
         for alert in alerts:
             found = names.get(alert.run or "")
             if found is not None:
                 self._of(found).count_alert(alert.rule, alert.severity)
+
+    def _place(
+        self, name: str, series: RunSeries, folder: Path, rank: int, run: Optional[Path]
+    ) -> None:
+        """Label one process's series with its node and device, once they are known."""
+        identity = rank_identity(folder, rank, run)
+        if identity.node is not None:
+            series.set_place(identity.node, identity.device)
+            self._placed.add(name)
 
     # ------------------------------------------------------------ serving
 
