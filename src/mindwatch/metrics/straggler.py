@@ -10,8 +10,8 @@ slow batch does not move an interval.
 An interval during which the compute micro-benchmark paused every rank is dropped
 (:meth:`InputWaitMedians.disturb`): while every rank computes the benchmark, every
 input pipeline runs ahead and fills its prefetch buffer, so the next steps wait for
-nothing (measured: a healthy input-bound 4-rank job's spread of waits fell from 18 ms
-to 2 ms in the interval after each run, and with runs every 10 steps the rule's
+nothing (measured: a healthy input-bound 4-rank job's spread of waits fell from about
+19 ms to 2-4 ms in the interval after each run, and with runs every 10 steps the rule's
 baseline came out low enough to name a healthy rank). The benchmark runs at the same
 step on every rank, so every rank drops the same interval.
 """

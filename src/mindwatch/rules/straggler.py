@@ -47,8 +47,8 @@ uses their median: the reduction gives the mean, the maximum and the number of r
 ``straggler/bench_ranks``), and it must be low on ``bench_rounds`` runs in a row naming
 the same rank. The others' mean rather than the fastest rank: on a shared host one of
 many ranks is often fast for a moment, and the fastest of 4 healthy ranks on 2 busy
-cores was twice as fast as the slowest on most runs, where the others' mean was
-0.45-0.78 of it (a starved rank: 0.18-0.33).
+cores was about twice as fast as the slowest on most runs, where the others' mean over
+the slowest scored 0.45-0.78 (a rank starved by busy neighbours: 0.18-0.33).
 """
 
 from __future__ import annotations
@@ -136,8 +136,9 @@ class StragglerSettings(RuleSettings):
         description="Warning when the compute score (the other ranks' mean benchmark "
         "time / the slowest rank's) is below this on bench_rounds runs in a row, with the same "
         "slowest rank: a rank at half the others' speed. Set from the noise of healthy "
-        "CPU jobs on a shared host (single runs down to 0.51); on dedicated Ascend cards "
-        "0.75 (nvidia-resiliency-ext's) catches a throttled card sooner.",
+        "CPU jobs on a shared host (single runs down to 0.38, never three in a row below "
+        "0.5); on dedicated Ascend cards 0.75 (nvidia-resiliency-ext's) catches a "
+        "throttled card sooner.",
     )
     bench_rounds: int = Field(
         default=3,
