@@ -65,6 +65,38 @@ def test_nonfinite_is_critical_at_its_step_then_cooled_down() -> None:
     assert alerts[0].causes[0].startswith("a NaN or Inf in the input batch")
 
 
+@pytest.mark.parametrize(
+    ("value", "word"), [(math.inf, "infinite"), (-math.inf, "infinite"), (math.nan, "NaN")]
+)
+def test_nonfinite_sees_nan_and_both_infinities_in_train_and_eval_tags(
+    value: float, word: str
+) -> None:
+    """Each kind of non-finite value, in a train/ and an eval/ tag, is critical at its
+    step; the same value in another family (perf/) is not this rule's."""
+    series = [
+        (10, {"train/loss": value}),
+        (200, {"eval/accuracy": value}),
+        (400, {"perf/step_time_ms": value}),
+    ]
+    alerts = [a for a in run(series) if a.rule == "nonfinite"]
+    assert [(a.severity, a.step, a.metric) for a in alerts] == [
+        ("critical", 10, "train/loss"),
+        ("critical", 200, "eval/accuracy"),
+    ]
+    assert all(word in a.message for a in alerts)
+
+
+def test_the_cooldown_holds_for_exactly_cooldown_steps() -> None:
+    """With a 100-step cooldown, the same alert 99 steps later is held back and 100 steps
+    later fires again (the boundary is ``<``: pinned here)."""
+    for later, fires in ((99, False), (100, True)):
+        series = [(1, {"train/loss": math.nan}), (1 + later, {"train/loss": math.nan})]
+        alerts = run(series, {"cooldown_steps": 100})
+        assert [a.step for a in alerts if a.rule == "nonfinite"] == (
+            [1, 1 + later] if fires else [1]
+        ), later
+
+
 def test_a_spike_names_the_step_and_the_outlier_rank() -> None:
     loss = noisy_loss(400)
     series = []
