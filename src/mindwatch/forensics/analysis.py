@@ -1,0 +1,259 @@
+"""What moved first before an alert: robust z-scores over the flight recorder's window.
+
+Every series of the window (each parameter's gradient norm, the loss, the global
+gradient norm, the learning rate, the loss scale, max attention logits) is judged
+against its own history: the steps of the window before the last ``lookback`` ones are
+its baseline, their median its centre and 1.4826 x their median absolute deviation its
+spread (a robust standard deviation: one earlier spike in the baseline does not widen
+it). Positive series are judged in log, so "4x its usual size" scores the same for a
+norm of 1e-4 and one of 30. A series *departed* at the first step of the last
+``lookback`` whose score reaches ``z`` (or whose value is not finite); the movers are
+ranked by that onset step, then by how far they departed at it (a fault in one layer
+moves that layer most at the step it starts, and the others through the loss only
+afterwards or less).
+
+Why these choices: the spread is floored (1 % in log) so a flat series (a constant
+learning rate) does not make every wiggle infinite; the first departure, not the
+largest, answers "what moved first"; and a ranking, not one winner, lets the reader see
+that three layers of one block moved together.
+
+For a non-finite alert the first parameter whose gradient was not finite is named in
+*backward order*: the reverse of the cell's parameter order, which is the order the
+network defined them in, so for a network whose layers are defined in forward order
+(MindSpore's and MindFormers' models) the last of them is the first the backward pass
+reached. A gradient whose square sum overflowed float32 counts as not finite too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from mindwatch.forensics.recorder import Window
+
+__all__ = ["Mover", "analyse", "first_nonfinite", "movers"]
+
+_MAD_TO_SIGMA = 1.4826
+_FLOOR = 0.01  # the smallest spread (in log for positive series): 1 %
+_MIN_BASELINE = 8  # fewer baseline points than this: half the window is the baseline
+_TOP = 10  # movers kept in the alert; the file keeps them all
+
+
+@dataclass(frozen=True)
+class Mover:
+    """One series that departed: ``name`` (a parameter's name for ``kind`` "layer", the
+    scalar's otherwise), the step it departed at, its score there and at its peak, its
+    value at the alert's step against its baseline's median."""
+
+    name: str
+    kind: str
+    onset: int
+    z: float
+    peak_z: float
+    value: Optional[float]
+    baseline: Optional[float]
+    rank: Optional[int] = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in ("z", "peak_z", "value", "baseline"):
+            v = out[key]
+            out[key] = None if v is None or not math.isfinite(v) else float(f"{v:.6g}")
+        if out["z"] is None and self.z == math.inf:
+            out["z"] = "inf"
+        return out
+
+
+def _scores(column: np.ndarray[Any, Any], cut: int) -> Optional[tuple[np.ndarray[Any, Any], float]]:
+    """The robust scores of ``column[cut:]`` against ``column[:cut]``, and the baseline
+    median (None when the baseline has no finite value)."""
+    base = column[:cut]
+    base = base[np.isfinite(base)]
+    if base.size == 0:
+        return None
+    positive = bool((base > 0).all())
+    if positive:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            judged_base = np.log(base)
+            judged = np.log(column[cut:])
+    else:
+        judged_base, judged = base, column[cut:]
+    center = float(np.median(judged_base))
+    spread = _MAD_TO_SIGMA * float(np.median(np.abs(judged_base - center)))
+    floor = _FLOOR if positive else _FLOOR * max(abs(center), 1e-12)
+    z = (judged - center) / max(spread, floor)
+    # NaN, +-Inf values, and log of a non-positive norm: not finite, the largest departure.
+    z = np.where(np.isfinite(column[cut:]), z, math.inf)
+    if positive:
+        z = np.where(column[cut:] > 0, z, math.inf)
+    return z, float(np.median(base))
+
+
+def movers(
+    window: Window, step: int, *, lookback: int, z: float, rank: Optional[int] = None
+) -> list[Mover]:
+    """Every series of ``window`` that departed in the ``lookback`` steps up to ``step``,
+    first movers first (see the module docs)."""
+    end = _row_at_or_before(window, step)
+    if end is None:
+        return []
+    rows = end + 1
+    cut = max(rows - lookback, 0)
+    if cut < _MIN_BASELINE:
+        cut = rows // 2
+    if cut < 2:
+        return []
+    columns: list[tuple[str, str, np.ndarray[Any, Any]]] = [
+        (name, "scalar", series[:rows]) for name, series in window.scalars.items()
+    ]
+    if window.layers is not None:
+        columns += [
+            (name, "layer", window.layers[:rows, j]) for j, name in enumerate(window.layer_names)
+        ]
+    found = []
+    for name, kind, column in columns:
+        if not np.isfinite(column[cut:]).any() and np.isnan(column[cut:]).all():
+            continue  # not logged in the judged steps
+        scored = _scores(column, cut)
+        if scored is None:
+            continue
+        scores, baseline = scored
+        over = np.flatnonzero(np.abs(scores) >= z)
+        if over.size == 0:
+            continue
+        first = int(over[0])
+        value = float(column[-1])
+        found.append(
+            Mover(
+                name,
+                kind,
+                onset=window.steps[cut + first],
+                z=float(abs(scores[first])),
+                peak_z=float(np.max(np.abs(scores))),
+                value=value if not math.isnan(value) else None,
+                baseline=baseline,
+                rank=rank,
+            )
+        )
+    found.sort(key=lambda m: (m.onset, -m.z, m.name))
+    return found
+
+
+def first_nonfinite(window: Window, step: int) -> Optional[dict[str, Any]]:
+    """The first step of the window up to ``step`` with a non-finite gradient, and the
+    first such parameter in backward order (see the module docs), or None."""
+    broken = sorted(s for s in window.layers_nonfinite if s <= step)
+    if not broken:
+        return None
+    at = broken[0]
+    bad = window.layers_nonfinite[at]
+    names = window.layer_names
+    first = max(bad)  # backward order: the reverse of the cell's order
+    return {
+        "step": at,
+        "parameter": names[first] if first < len(names) else f"#{first}",
+        "parameters": len(bad),
+        "of": len(names),
+        "backward_order": [names[j] for j in sorted(bad, reverse=True)[:_TOP] if j < len(names)],
+    }
+
+
+def analyse(
+    window: Window,
+    step: int,
+    *,
+    lookback: int,
+    z: float,
+    rank: Optional[int] = None,
+    batch: Optional[int] = None,
+) -> dict[str, Any]:
+    """The forensics of an alert at ``step``: first movers, the first non-finite
+    gradient, the batch (rank, step, batch index, sample ids), and the heat of the
+    layers around the alert (for the report's heatmap)."""
+    ranked = movers(window, step, lookback=lookback, z=z, rank=rank)
+    loss = next((m for m in ranked if m.name == "loss"), None)
+    out: dict[str, Any] = {
+        "step": step,
+        "rank": rank,
+        "recorded": [window.steps[0], window.steps[-1]] if window.steps else None,
+        "lookback": lookback,
+        "z": z,
+        "layers": len(window.layer_names) if window.layers is not None else 0,
+        "loss_onset": loss.onset if loss is not None else None,
+        "movers": [m.to_json() for m in ranked],
+    }
+    first = next((m for m in ranked if m.kind == "layer"), None)
+    if first is not None:
+        lead = loss.onset if loss is not None else step
+        out["first_mover"] = {**first.to_json(), "lead_steps": lead - first.onset}
+    nonfinite = first_nonfinite(window, step)
+    if nonfinite is not None:
+        out["nonfinite"] = nonfinite
+    samples = window.sample_ids.get(step)
+    bad = window.nonfinite_samples.get(step)
+    if samples is not None or bad is not None or batch is not None:
+        out["batch"] = {
+            "rank": rank,
+            "step": step,
+            "batch": batch,
+            "sample_ids": samples,
+            "nonfinite_samples": bad,
+        }
+    heat = _heat(window, step, ranked, lookback)
+    if heat is not None:
+        out["heat"] = heat
+    return out
+
+
+_HEAT_LAYERS = 12
+_HEAT_AFTER = 0  # the window ends at the alert
+
+
+def _heat(
+    window: Window, step: int, ranked: list[Mover], lookback: int
+) -> Optional[dict[str, Any]]:
+    """The per-layer scores of the last ``lookback`` steps up to the alert, for the
+    layers that moved (first movers first) and then the largest others: the rows of
+    the report's heatmap."""
+    if window.layers is None:
+        return None
+    end = _row_at_or_before(window, step)
+    if end is None:
+        return None
+    rows = end + 1
+    cut = max(rows - lookback, 0)
+    if cut < _MIN_BASELINE:
+        cut = rows // 2
+    if cut < 2:
+        return None
+    names = window.layer_names
+    order = [m.name for m in ranked if m.kind == "layer"]
+    scored: dict[str, list[Optional[float]]] = {}
+    peak: dict[str, float] = {}
+    for j, name in enumerate(names):
+        got = _scores(window.layers[:rows, j], cut)
+        if got is None:
+            continue
+        z = got[0]
+        scored[name] = [None if not math.isfinite(v) else round(float(v), 2) for v in z]
+        peak[name] = float(np.max(np.abs(z))) if z.size else 0.0
+    rest = sorted((n for n in scored if n not in order), key=lambda n: -peak[n])
+    chosen = [n for n in order if n in scored] + rest
+    chosen = chosen[:_HEAT_LAYERS]
+    return {
+        "steps": window.steps[cut:rows],
+        "layers": chosen,
+        "z": [scored[n] for n in chosen],
+    }
+
+
+def _row_at_or_before(window: Window, step: int) -> Optional[int]:
+    found = None
+    for i, s in enumerate(window.steps):
+        if s > step:
+            break
+        found = i
+    return found
