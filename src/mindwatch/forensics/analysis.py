@@ -27,6 +27,7 @@ reached. A gradient whose square sum overflowed float32 counts as not finite too
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
@@ -92,20 +93,34 @@ def _scores(column: np.ndarray[Any, Any], cut: int) -> Optional[tuple[np.ndarray
     return z, float(np.median(base))
 
 
-def movers(
-    window: Window, step: int, *, lookback: int, z: float, rank: Optional[int] = None
-) -> list[Mover]:
-    """Every series of ``window`` that departed in the ``lookback`` steps up to ``step``,
-    first movers first (see the module docs)."""
-    end = _row_at_or_before(window, step)
-    if end is None:
-        return []
-    rows = end + 1
+@dataclass(frozen=True)
+class _Scored:
+    """One series judged over the window's span: its scores in the judged rows."""
+
+    name: str
+    kind: str
+    column: np.ndarray[Any, Any]
+    scores: np.ndarray[Any, Any]
+    baseline: float
+
+
+def _span(window: Window, step: int, lookback: int) -> Optional[tuple[int, int]]:
+    """``(rows, cut)``: the rows up to ``step``, and the first judged one (the rows
+    before it are the baseline); None when the window is too short to judge."""
+    rows = bisect_right(window.steps, step)
     cut = max(rows - lookback, 0)
     if cut < _MIN_BASELINE:
         cut = rows // 2
-    if cut < 2:
-        return []
+    return (rows, cut) if cut >= 2 else None
+
+
+def _scored(window: Window, step: int, lookback: int) -> tuple[list[_Scored], Optional[range]]:
+    """Every series of ``window`` scored over the last ``lookback`` rows up to ``step``
+    (scalars first, then layers in the cell's order), and the judged rows."""
+    span = _span(window, step, lookback)
+    if span is None:
+        return [], None
+    rows, cut = span
     columns: list[tuple[str, str, np.ndarray[Any, Any]]] = [
         (name, "scalar", series[:rows]) for name, series in window.scalars.items()
     ]
@@ -115,26 +130,39 @@ def movers(
         ]
     found = []
     for name, kind, column in columns:
-        if not np.isfinite(column[cut:]).any() and np.isnan(column[cut:]).all():
+        if np.isnan(column[cut:]).all():
             continue  # not logged in the judged steps
-        scored = _scores(column, cut)
-        if scored is None:
-            continue
-        scores, baseline = scored
-        over = np.flatnonzero(np.abs(scores) >= z)
+        got = _scores(column, cut)
+        if got is not None:
+            found.append(_Scored(name, kind, column, got[0], got[1]))
+    return found, range(cut, rows)
+
+
+def movers(
+    window: Window, step: int, *, lookback: int, z: float, rank: Optional[int] = None
+) -> list[Mover]:
+    """Every series of ``window`` that departed in the ``lookback`` steps up to ``step``,
+    first movers first (see the module docs)."""
+    return _movers(window, _scored(window, step, lookback)[0], z, rank)
+
+
+def _movers(window: Window, scored: list[_Scored], z: float, rank: Optional[int]) -> list[Mover]:
+    found = []
+    for s in scored:
+        over = np.flatnonzero(np.abs(s.scores) >= z)
         if over.size == 0:
             continue
         first = int(over[0])
-        value = float(column[-1])
+        value = float(s.column[-1])
         found.append(
             Mover(
-                name,
-                kind,
-                onset=window.steps[cut + first],
-                z=float(abs(scores[first])),
-                peak_z=float(np.max(np.abs(scores))),
+                s.name,
+                s.kind,
+                onset=window.steps[s.column.size - s.scores.size + first],
+                z=float(abs(s.scores[first])),
+                peak_z=float(np.max(np.abs(s.scores))),
                 value=value if not math.isnan(value) else None,
-                baseline=baseline,
+                baseline=s.baseline,
                 rank=rank,
             )
         )
@@ -173,7 +201,8 @@ def analyse(
     """The forensics of an alert at ``step``: first movers, the first non-finite
     gradient, the batch (rank, step, batch index, sample ids), and the heat of the
     layers around the alert (for the report's heatmap)."""
-    ranked = movers(window, step, lookback=lookback, z=z, rank=rank)
+    scored, judged = _scored(window, step, lookback)
+    ranked = _movers(window, scored, z, rank)
     loss = next((m for m in ranked if m.name == "loss"), None)
     out: dict[str, Any] = {
         "step": step,
@@ -202,58 +231,30 @@ def analyse(
             "sample_ids": samples,
             "nonfinite_samples": bad,
         }
-    heat = _heat(window, step, ranked, lookback)
-    if heat is not None:
-        out["heat"] = heat
+    if window.layers is not None and judged is not None:
+        out["heat"] = _heat(window, scored, ranked, judged)
     return out
 
 
 _HEAT_LAYERS = 12
-_HEAT_AFTER = 0  # the window ends at the alert
 
 
 def _heat(
-    window: Window, step: int, ranked: list[Mover], lookback: int
-) -> Optional[dict[str, Any]]:
-    """The per-layer scores of the last ``lookback`` steps up to the alert, for the
-    layers that moved (first movers first) and then the largest others: the rows of
-    the report's heatmap."""
-    if window.layers is None:
-        return None
-    end = _row_at_or_before(window, step)
-    if end is None:
-        return None
-    rows = end + 1
-    cut = max(rows - lookback, 0)
-    if cut < _MIN_BASELINE:
-        cut = rows // 2
-    if cut < 2:
-        return None
-    names = window.layer_names
+    window: Window, scored: list[_Scored], ranked: list[Mover], judged: range
+) -> dict[str, Any]:
+    """The per-layer scores of the judged steps up to the alert, for the layers that
+    moved (first movers first) and then the largest others: the rows of the report's
+    heatmap."""
+    layers = {s.name: s.scores for s in scored if s.kind == "layer"}
     order = [m.name for m in ranked if m.kind == "layer"]
-    scored: dict[str, list[Optional[float]]] = {}
-    peak: dict[str, float] = {}
-    for j, name in enumerate(names):
-        got = _scores(window.layers[:rows, j], cut)
-        if got is None:
-            continue
-        z = got[0]
-        scored[name] = [None if not math.isfinite(v) else round(float(v), 2) for v in z]
-        peak[name] = float(np.max(np.abs(z))) if z.size else 0.0
-    rest = sorted((n for n in scored if n not in order), key=lambda n: -peak[n])
-    chosen = [n for n in order if n in scored] + rest
-    chosen = chosen[:_HEAT_LAYERS]
+    peak = {n: float(np.max(np.abs(z))) if z.size else 0.0 for n, z in layers.items()}
+    rest = sorted((n for n in layers if n not in order), key=lambda n: -peak[n])
+    chosen = ([n for n in order if n in layers] + rest)[:_HEAT_LAYERS]
     return {
-        "steps": window.steps[cut:rows],
+        "steps": window.steps[judged.start : judged.stop],
         "layers": chosen,
-        "z": [scored[n] for n in chosen],
+        "z": [
+            [None if not math.isfinite(v) else round(float(v), 2) for v in layers[n]]
+            for n in chosen
+        ],
     }
-
-
-def _row_at_or_before(window: Window, step: int) -> Optional[int]:
-    found = None
-    for i, s in enumerate(window.steps):
-        if s > step:
-            break
-        found = i
-    return found

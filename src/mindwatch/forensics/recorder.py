@@ -32,7 +32,15 @@ __all__ = ["SCALARS", "FlightRecorder", "Window", "recorded_scalars"]
 # The scalars a window keeps, by the names ``log_step`` gives them (and the tags the
 # pipeline writes), and any tag holding this marker (MindFormers' and mindwatch's
 # max attention logit series).
-SCALARS = ("loss", "train/loss", "lr", "loss_scale", "train/loss_scale", "grad_norm")
+SCALARS = (
+    "loss",
+    "train/loss",
+    "lr",
+    "loss_scale",
+    "train/loss_scale",
+    "grad_norm",
+    "train/grad_norm",
+)
 _ALIASES = {"train/loss": "loss", "train/loss_scale": "loss_scale", "train/grad_norm": "grad_norm"}
 _LOGIT_MARK = "max_attention_logit"
 
@@ -41,7 +49,7 @@ def recorded_scalars(values: Mapping[str, float]) -> dict[str, float]:
     """The scalars of one step a recorder keeps, under their short names."""
     kept: dict[str, float] = {}
     for name, value in values.items():
-        if name in SCALARS or name == "train/grad_norm" or _LOGIT_MARK in name:
+        if name in SCALARS or _LOGIT_MARK in name:
             kept[_ALIASES.get(name, name)] = float(value)
     return kept
 
@@ -114,10 +122,6 @@ class FlightRecorder:
         kept = recorded_scalars(values)
         if kept:
             self._scalars.append((step, kept))
-
-    @property
-    def has_layers(self) -> bool:
-        return bool(self._layers) and bool(self.layer_names)
 
     def __len__(self) -> int:
         return max(len(self._scalars), len(self._layers))
