@@ -255,3 +255,14 @@ def test_attention_logit_growth_at_exactly_the_floor_and_the_growth() -> None:
     values = [10.0] * 60 + [20.0] * 20
     found = feed(AttentionLogitGrowthRule(AttentionLogitGrowthSettings()), logits(values))
     assert [s for s, _ in found] == [67]
+
+
+def test_tags_that_appear_later_are_read() -> None:
+    # The tags a rule reads are found once per set of tags: a new set is looked at again.
+    rule = AttentionLogitRule(AttentionLogitSettings())
+    series = [{"train/loss": 1.0}] * 10 + logits([150.0])
+    assert [s for s, _ in feed(rule, series)] == [11]
+    tag = f"layers/grad_norm/{LAYERS[0]}"
+    late = [{"train/loss": 1.0}] * 10 + [{**p, "train/loss": 1.0} for p in flat(100)]
+    late += [{**late[-2], tag: 50.0}] * 3
+    assert [s for s, _ in feed(layer_rule(), late)] == [113]

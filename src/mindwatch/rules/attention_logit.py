@@ -28,6 +28,7 @@ from pydantic import Field, model_validator
 
 from mindwatch.common.i18n import N_
 from mindwatch.rules.base import MAX_WINDOW, Finding, Rule, RuleSettings, fmt
+from mindwatch.rules.tags import MatchingTags
 
 __all__ = [
     "AttentionLogitGrowthRule",
@@ -39,9 +40,13 @@ __all__ = [
 MARKER = "max_attention_logit"
 
 
-def _logits(values: Mapping[str, float], marker: str) -> list[tuple[str, float]]:
-    """The finite values under tags holding ``marker``, in the step's order."""
-    return [(t, v) for t, v in values.items() if marker in t and v - v == 0.0]
+def _matching(marker: str) -> MatchingTags:
+    return MatchingTags(lambda tag: marker in tag)
+
+
+def _logits(values: Mapping[str, float], tags: list[str]) -> list[tuple[str, float]]:
+    """The finite values under ``tags``."""
+    return [(t, v) for t in tags if (v := values[t]) - v == 0.0]
 
 
 class AttentionLogitSettings(RuleSettings):
@@ -92,10 +97,14 @@ class AttentionLogitRule(Rule[AttentionLogitSettings]):
         super().__init__(settings)
         self.runs = {"warning": 0, "critical": 0}  # points in a row at each level
         self.raised = -1  # the highest level raised this episode (0 warning, 1 critical)
+        self.tags = _matching(settings.marker)
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        tags = self.tags(values)
+        if not tags:
+            return []
         s = self.settings
-        seen = _logits(values, s.marker)
+        seen = _logits(values, tags)
         if not seen:
             return []
         tag, value = max(seen, key=lambda item: item[1])
@@ -176,6 +185,7 @@ class AttentionLogitGrowthRule(Rule[AttentionLogitGrowthSettings]):
         self.series: dict[str, deque[float]] = {}
         self.runs: dict[str, int] = {}
         self.raised = False
+        self.tags = _matching(settings.marker)
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         size = self.settings.window + self.settings.recent
@@ -188,8 +198,11 @@ class AttentionLogitGrowthRule(Rule[AttentionLogitGrowthSettings]):
         self.raised = bool(state.get("raised", self.raised))
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        tags = self.tags(values)
+        if not tags:
+            return []
         s = self.settings
-        seen = _logits(values, s.marker)
+        seen = _logits(values, tags)
         if not seen:
             return []
         growing: list[tuple[float, str, float, float]] = []  # ratio, tag, before, now

@@ -22,9 +22,9 @@ heavy-tailed batch makes one large gradient and is the ``spike`` rule's business
 finding per episode names the layer furthest above its median (message and ``extra``);
 the episode ends at the first point where no layer is outlying.
 
-Cost: per layer and point one comparison against a cached limit; the median and noise
-are recomputed every ``_REFRESH`` points taken, or at once for a value above half the
-limit.
+Cost: per layer and point a few comparisons against cached statistics, recomputed every
+50 points taken into the history, or at once for a value above a quarter of the limit
+(about 1.5 us a layer and point; the tags it reads are found once per set of tags).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
+from itertools import repeat
+from operator import sub
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -39,12 +41,15 @@ from pydantic import Field
 from mindwatch.common.i18n import N_
 from mindwatch.rules.base import MAX_WINDOW, Finding, Rule, RuleSettings, fmt
 from mindwatch.rules.sustained import TrainingClock
+from mindwatch.rules.tags import MatchingTags
 
 __all__ = ["LayerGradOutlierRule", "LayerGradOutlierSettings"]
 
-# Points between two recomputations of a layer's median and MAD. The cached limit is
-# only a first test: a value above half of it is judged on fresh statistics.
-_REFRESH = 10
+# Points taken between two recomputations of a layer's median and noise (three sorts
+# of its window: amortised, about 1 us a point). The cached limit is only a first test:
+# a value above a quarter of it is judged on fresh statistics, so a limit that fell up
+# to 4x since (a layer's norm falling fast in the first steps) is never judged stale.
+_REFRESH = 50
 _MAD_TO_SIGMA = 1.4826
 
 
@@ -107,16 +112,32 @@ class LayerGradOutlierSettings(RuleSettings):
 
 
 class _Layer:
-    """One layer's history (log norms) and its current run of outlying points."""
+    """One layer's history (log norms), its cached statistics and its current run of
+    outlying points."""
 
-    __slots__ = ("center", "count", "limit", "logs", "noise", "rejected", "since_ms", "stale")
+    __slots__ = (
+        "center",
+        "count",
+        "limit",
+        "logs",
+        "midpoint",
+        "noise",
+        "quarter",
+        "ready",
+        "rejected",
+        "since_ms",
+        "stale",
+    )
 
     def __init__(self, window: int) -> None:
         self.logs: deque[float] = deque(maxlen=window)
+        self.ready = False  # warmup points seen: judged from now on
         self.center = 0.0  # median of the logs
-        self.noise = 0.0  # 1.4826 MAD of the logs
-        self.limit = math.inf  # the value above which it is outlying (cached)
-        self.stale = _REFRESH  # points since center/noise were computed
+        self.noise = 0.0  # its noise, in log (1.4826 MAD, or from successive differences)
+        self.limit = math.inf  # the value above which it is outlying
+        self.quarter = math.inf  # above a quarter of the limit, fresh statistics first
+        self.midpoint = math.inf  # log of the largest value taken into the history
+        self.stale = _REFRESH  # points taken since the statistics were computed
         self.count = 0  # outlying points in a row
         self.since_ms = 0.0  # training time of the first of them
         self.rejected = 0  # points in a row kept out of the history
@@ -149,6 +170,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
         self.layers: dict[str, _Layer] = {}
         self.clock = TrainingClock()
         self.raised = False  # an episode's finding was made; quiet until it ends
+        self.tags = MatchingTags(lambda tag: tag.startswith(settings.prefix))
+        self.ready_at = min(settings.warmup, settings.window)  # points before judging
 
     def state_dict(self) -> dict[str, Any]:
         layers = {
@@ -171,70 +194,73 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
                 layer.count = int(saved.get("count") or 0)
                 layer.since_ms = float(saved.get("since_ms") or 0.0)
                 layer.rejected = int(saved.get("rejected") or 0)
+                layer.ready = len(layer.logs) >= self.ready_at
                 layer.stale = _REFRESH  # statistics recomputed at the next point
         self.raised = bool(state.get("raised", self.raised))
         self.clock.load_state_dict(state.get("clock") or {})
 
     def _refresh(self, layer: _Layer) -> None:
+        """The layer's median and noise from its history (``map`` keeps the loops in C:
+        this runs for every layer every 50 points)."""
         s = self.settings
-        ordered = sorted(layer.logs)
-        n = len(ordered)
+        logs = list(layer.logs)
+        n = len(logs)
+        ordered = sorted(logs)
         center = ordered[n // 2]
-        mad = sorted(abs(x - center) for x in ordered)[n // 2]
+        mad = sorted(map(abs, map(sub, ordered, repeat(center, n))))[n // 2]
         # Also the noise from successive differences: a layer whose norm drifts (the
         # first steps, a schedule) has a wide window that is trend, not noise.
-        logs = list(layer.logs)
-        steps = sorted(abs(b - a) for a, b in zip(logs, logs[1:])) or [2.0 * mad]
+        steps = sorted(map(abs, map(sub, logs[1:], logs))) or [2.0 * mad]
         noise = _MAD_TO_SIGMA * min(mad, steps[len(steps) // 2] / math.sqrt(2.0))
+        rise = max(math.log(s.factor), s.zscore * noise)  # in log, above the median
         layer.center, layer.noise, layer.stale = center, noise, 0
-        layer.limit = math.exp(center + max(math.log(s.factor), s.zscore * layer.noise))
-
-    def _admit(self, layer: _Layer, log_value: float, ready: int) -> None:
-        """Into the layer's history, unless it is above the geometric midpoint between
-        the median and the limit: a layer that grows must not drag its own median up
-        behind it (a growth faster than the window follows is what this rule is for).
-        A layer held above that for ``window`` points in a row has a new level: its
-        values are taken again until one is below the midpoint."""
-        midpoint = (layer.center + math.log(layer.limit)) / 2.0
-        if len(layer.logs) < ready or log_value <= midpoint:
-            layer.rejected = 0
-        else:
-            layer.rejected += 1
-            if layer.rejected <= self.settings.window:
-                return
-        layer.logs.append(log_value)
-        layer.stale += 1
+        layer.limit = math.exp(center + rise)
+        layer.quarter = 0.25 * layer.limit
+        layer.midpoint = center + rise / 2.0
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
+        tags = self.tags(values)
+        if not tags:
+            return []
         s = self.settings
-        now = self.clock.tick(step, values)
-        prefix = s.prefix
-        ready = min(s.warmup, s.window)  # points of a layer before it is judged
+        now = self.clock.tick(step, values) if s.seconds else 0.0
         total = self.finite(values, s.global_metric)
         negligible = total * s.min_share if total is not None else 0.0
         outlying: list[tuple[float, str, float, _Layer]] = []  # (ratio, tag, value, layer)
         seen = False
-        for tag, value in values.items():
-            if not tag.startswith(prefix):
-                continue
-            if value - value != 0.0 or value <= 0.0:
-                continue  # non-finite: the nonfinite rule's; 0: no log (a frozen layer)
+        for tag in tags:
+            value = values[tag]
+            if not 0.0 < value < math.inf:
+                continue  # NaN, inf: the nonfinite rule's; 0: no log (a frozen layer)
             seen = True
             layer = self.layers.get(tag)
             if layer is None:
                 layer = self.layers[tag] = _Layer(s.window)
-            if len(layer.logs) >= ready and (
-                layer.stale >= _REFRESH or (value > 0.5 * layer.limit and layer.stale)
-            ):
+            log_value = math.log(value)
+            if not layer.ready:
+                layer.logs.append(log_value)
+                layer.ready = len(layer.logs) >= self.ready_at
+                continue
+            if layer.stale >= _REFRESH or (value > layer.quarter and layer.stale):
                 self._refresh(layer)
-            if len(layer.logs) >= ready and value > layer.limit and value >= negligible:
+            if value > layer.limit and value >= negligible:
                 if layer.count == 0:
                     layer.since_ms = now
                 layer.count += 1
                 outlying.append((value / math.exp(layer.center), tag, value, layer))
             else:
                 layer.count = 0
-            self._admit(layer, math.log(value), ready)
+            # Into the history unless above the geometric midpoint between the median
+            # and the limit: a layer that grows must not drag its own median up behind
+            # it. One held above it for `window` points has found a new level.
+            if log_value <= layer.midpoint:
+                layer.rejected = 0
+            else:
+                layer.rejected += 1
+                if layer.rejected <= s.window:
+                    continue
+            layer.logs.append(log_value)
+            layer.stale += 1
         if not seen:
             return []
         if not outlying:
@@ -242,11 +268,11 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
             return []
         if self.raised:
             return []
+        timed = s.seconds and self.clock.known
         lasted = [
             o
             for o in outlying
-            if o[3].count >= s.steps
-            and (not self.clock.known or (now - o[3].since_ms) / 1000.0 >= s.seconds)
+            if o[3].count >= s.steps and (not timed or (now - o[3].since_ms) / 1000.0 >= s.seconds)
         ]
         if not lasted:
             return []
