@@ -148,12 +148,14 @@ def test_nonfinite_and_zero_norms_are_skipped_and_state_survives_a_restart() -> 
     whole = feed(layer_rule(), series)
     assert len(whole) == 1
     assert whole[0][1].metric == tag
-    first = layer_rule()
-    before = feed(first, series[:320])
-    second = layer_rule()
-    second.load_state_dict(json.loads(json.dumps(first.state_dict())))
-    after = feed(second, series[320:], start=321)
-    assert [(s, f.message) for s, f in before + after] == [(s, f.message) for s, f in whole]
+    expected = [(s, f.message) for s, f in whole]
+    for split in (20, 40, 137, 310, 320, whole[0][0] - 1, whole[0][0] + 5):
+        first = layer_rule()
+        before = feed(first, series[:split])
+        second = layer_rule()
+        second.load_state_dict(json.loads(json.dumps(first.state_dict(), allow_nan=False)))
+        after = feed(second, series[split:], start=split + 1)
+        assert [(s, f.message) for s, f in before + after] == expected, split
 
 
 def logits(values: list[float], tag: str = "max_attention_logit/max") -> list[dict[str, float]]:
@@ -266,3 +268,47 @@ def test_tags_that_appear_later_are_read() -> None:
     late = [{"train/loss": 1.0}] * 10 + [{**p, "train/loss": 1.0} for p in flat(100)]
     late += [{**late[-2], tag: 50.0}] * 3
     assert [s for s, _ in feed(layer_rule(), late)] == [113]
+
+
+def restarted(series: list[dict[str, float]], split: int) -> list[int]:
+    """The steps of the findings when the rule is saved after ``split`` points and a new
+    one continues from that state."""
+    first = layer_rule()
+    before = feed(first, series[:split])
+    second = layer_rule()
+    second.load_state_dict(json.loads(json.dumps(first.state_dict(), allow_nan=False)))
+    return [s for s, _ in before + feed(second, series[split:], start=split + 1)]
+
+
+def test_a_restart_keeps_a_new_level_being_learnt_and_the_cached_statistics() -> None:
+    tag = f"layers/grad_norm/{LAYERS[0]}"
+    # A new level 5x the old (above the midpoint, below the limit): kept out for 100
+    # points, then learnt; 30 is then 6x it, no outlier. Saved halfway through.
+    level = flat(100) + [{tag: 5.1}] * 155 + [{tag: 30.0}] * 3
+    level = [{tag: p[tag]} for p in level]
+    assert [s for s, _ in feed(layer_rule(), level)] == []
+    assert restarted(level, 160) == []
+    # A level 100x lower: statistics cached 50 points earlier still see the old one, so
+    # 15 (15x the new level) is not judged yet; a restored rule must judge the same.
+    drop = [{tag: 100.0 * (1 + 0.02 * (i % 2))} for i in range(100)]
+    drop += [{tag: 1.0 + 0.02 * (i % 2)} for i in range(60)] + [{tag: 15.0}] * 5
+    whole = [s for s, _ in feed(layer_rule(), drop)]
+    assert restarted(drop, 155) == whole
+
+
+def test_the_attention_rules_continue_across_a_restart() -> None:
+    values = [5.0 + 0.1 * (i % 3) for i in range(100)] + [5.0 * 1.03**k for k in range(1, 200)]
+    series = logits(values)
+    for rule_type, settings in (
+        (AttentionLogitGrowthRule, AttentionLogitGrowthSettings(steps=8)),
+        (AttentionLogitRule, AttentionLogitSettings(steps=4)),
+    ):
+        whole = [(s, f.message) for s, f in feed(rule_type(settings), series)]
+        assert whole, rule_type
+        for split in range(whole[0][0] - 6, whole[0][0]):
+            first = rule_type(settings)
+            before = feed(first, series[:split])
+            second = rule_type(settings)
+            second.load_state_dict(json.loads(json.dumps(first.state_dict())))
+            after = feed(second, series[split:], start=split + 1)
+            assert [(s, f.message) for s, f in before + after] == whole, (rule_type, split)

@@ -71,7 +71,8 @@ class LayerGradOutlierSettings(RuleSettings):
         default=6.0,
         ge=0,
         description="... and this many robust standard deviations above it, in log space "
-        "((log x - median) / (1.4826 MAD) of the layer's window).",
+        "(1.4826 MAD of the layer's window, or the spread of its successive differences "
+        "when smaller).",
     )
     window: int = Field(
         default=100,
@@ -180,6 +181,10 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
                 "count": layer.count,
                 "since_ms": layer.since_ms,
                 "rejected": layer.rejected,
+                # the cached statistics, so a restored rule judges as this one would
+                "stats": [layer.center, layer.noise, layer.limit, layer.midpoint, layer.stale]
+                if math.isfinite(layer.limit)
+                else None,
             }
             for tag, layer in self.layers.items()
         }
@@ -195,7 +200,11 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
                 layer.since_ms = float(saved.get("since_ms") or 0.0)
                 layer.rejected = int(saved.get("rejected") or 0)
                 layer.ready = len(layer.logs) >= self.ready_at
-                layer.stale = _REFRESH  # statistics recomputed at the next point
+                stats = saved.get("stats")
+                if stats:
+                    center, noise, limit, midpoint, stale = (float(v) for v in stats)
+                    layer.center, layer.noise, layer.midpoint = center, noise, midpoint
+                    layer.limit, layer.quarter, layer.stale = limit, 0.25 * limit, int(stale)
         self.raised = bool(state.get("raised", self.raised))
         self.clock.load_state_dict(state.get("clock") or {})
 
