@@ -64,15 +64,23 @@ def flat(steps: int) -> list[dict[str, float]]:
     ]
 
 
-def test_persistence_is_exactly_steps_points_in_a_row() -> None:
+def test_persistence_is_steps_outlying_points_among_the_last_within() -> None:
     tag = f"layers/grad_norm/{LAYERS[1]}"
-    for outlying, expected in ((2, []), (3, [103])):
-        series = flat(100)
-        for _ in range(outlying):
-            series.append({**series[-2], tag: 50.0})  # 49x the median: far out
+    normal = flat(2)[1]  # 1.02, the median
+    # Which of the points after 100 are outlying (49x the median), and the step of the
+    # finding: 3 of the last 5 (the defaults), or 3 in a row (within: 3).
+    for pattern, within, expected in (
+        ("xx", 5, []),
+        ("xxx", 5, [103]),
+        ("x.x.x", 5, [105]),  # the first still among the last 5
+        ("x..x.x", 5, []),  # it has left them
+        ("x.xx", 3, []),
+        ("xx.xxx", 3, [106]),
+    ):
+        series = flat(100) + [{**normal, tag: 50.0} if c == "x" else normal for c in pattern]
         series += flat(20)
-        found = feed(layer_rule(steps=3), series)
-        assert [step for step, _ in found] == expected, outlying
+        found = feed(layer_rule(steps=3, within=within), series)
+        assert [step for step, _ in found] == expected, (pattern, within)
 
 
 def test_a_growing_layer_is_named_when_it_passes_factor_times_its_median() -> None:
@@ -96,7 +104,7 @@ def test_a_growing_layer_is_named_when_it_passes_factor_times_its_median() -> No
     assert step == first + 1 + 2  # 1-based; the third outlying point in a row
     assert (finding.metric, finding.extra["layer"], finding.severity) == (tag, grows, "warning")
     assert finding.message.startswith(f"layer {grows}: gradient norm ")
-    assert "its own median 1.02 for 3 steps" in finding.message
+    assert "its own median 1.02, outlying at 3 of its last 5 steps" in finding.message
     assert finding.baseline is not None
     assert math.isclose(finding.baseline, 1.02, rel_tol=1e-9)
 
@@ -127,14 +135,13 @@ def test_persistence_in_training_time_counts_from_the_first_outlying_point() -> 
     assert [step for step, _ in feed(layer_rule(steps=3, seconds=1.0), plain)] == [103]
 
 
-def test_one_finding_per_episode_and_a_new_episode_after_a_normal_point() -> None:
+def test_one_finding_per_episode_which_ends_after_within_normal_points() -> None:
     tag = f"layers/grad_norm/{LAYERS[0]}"
-    series = flat(100)
-    for _block in range(2):
-        for _ in range(6):
-            series.append({**series[-2], tag: 50.0})
-        series.append(dict(series[-9]))  # one normal point ends the episode
-    assert [step for step, _ in feed(layer_rule(), series)] == [103, 110]
+    normal = flat(2)[1]
+    for gap, expected in ((4, [103]), (5, [103, 114])):
+        series = flat(100) + [{**normal, tag: 50.0}] * 6 + [normal] * gap
+        series += [{**normal, tag: 50.0}] * 6
+        assert [step for step, _ in feed(layer_rule(), series)] == expected, gap
 
 
 def test_nonfinite_and_zero_norms_are_skipped_and_state_survives_a_restart() -> None:

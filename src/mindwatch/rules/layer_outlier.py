@@ -16,11 +16,13 @@ held there for ``window`` points in a row has found a new level and is taken aga
 A layer counts as outlying at a point when its norm is above ``factor`` times its
 median *and* ``zscore`` robust standard deviations above it (both: a steady layer
 whose norm barely moves must still grow ``factor``-fold; a noisy one must also clear
-its noise). It alerts once it has been outlying ``steps`` points in a row spanning at
-least ``seconds`` of training (measured from ``perf/step_time_ms``): a single
-heavy-tailed batch makes one large gradient and is the ``spike`` rule's business. One
-finding per episode names the layer furthest above its median (message and ``extra``);
-the episode ends at the first point where no layer is outlying.
+its noise). It alerts once it has been outlying at ``steps`` of its last ``within``
+points (3 of 5: a growing norm with noise on it dips below the limit now and then),
+spanning at least ``seconds`` of training (measured from ``perf/step_time_ms``): a
+single heavy-tailed batch makes one large gradient and is the ``spike`` rule's
+business. One finding per episode names the layer furthest above its median (message
+and ``extra``); the episode ends once no layer has been outlying in its last
+``within`` points.
 
 Cost: per layer and point a few comparisons against cached statistics, recomputed every
 50 points taken into the history, or at once for a value above a quarter of the limit
@@ -88,7 +90,14 @@ class LayerGradOutlierSettings(RuleSettings):
         default=3,
         ge=1,
         le=MAX_WINDOW,
-        description="Consecutive points a layer must be outlying (at most 10000).",
+        description="Points a layer must be outlying at (at most 10000) ...",
+    )
+    within: int = Field(
+        default=5,
+        ge=1,
+        le=MAX_WINDOW,
+        description="... among its last this many points (at least steps; equal to it: "
+        "in a row). At most 10000.",
     )
     global_metric: str = Field(
         default="train/grad_norm",
@@ -118,7 +127,8 @@ class _Layer:
 
     __slots__ = (
         "center",
-        "count",
+        "hits",
+        "judged",
         "limit",
         "logs",
         "midpoint",
@@ -139,16 +149,17 @@ class _Layer:
         self.quarter = math.inf  # above a quarter of the limit, fresh statistics first
         self.midpoint = math.inf  # log of the largest value taken into the history
         self.stale = _REFRESH  # points taken since the statistics were computed
-        self.count = 0  # outlying points in a row
-        self.since_ms = 0.0  # training time of the first of them
+        self.judged = 0  # points judged so far
+        self.hits: deque[tuple[int, float]] = deque()  # outlying points: (index, ms)
+        self.since_ms = 0.0  # training time of the first hit since it had none
         self.rejected = 0  # points in a row kept out of the history
 
 
 class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
-    """Each ``layers/grad_norm/<param>`` against its own median and MAD (log space):
-    above ``factor`` x its median and ``zscore`` robust deviations for ``steps`` points
-    in a row (and ``seconds``); one finding per episode naming the layer furthest
-    above its median."""
+    """Each ``layers/grad_norm/<param>`` against its own median and noise (log space):
+    above ``factor`` x its median and ``zscore`` robust deviations at ``steps`` of its
+    last ``within`` points (and over ``seconds``); one finding per episode naming the
+    layer furthest above its median."""
 
     name = "layer_grad_outlier"
     settings_model = LayerGradOutlierSettings
@@ -159,8 +170,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
     )
     messages: ClassVar[Mapping[str, str]] = {
         "outlier": N_(
-            "layer {layer}: gradient norm {value} is {ratio}x its own median {median} "
-            "for {steps} steps (robust z {z:.0f})"
+            "layer {layer}: gradient norm {value} is {ratio}x its own median {median}, "
+            "outlying at {count} of its last {within} steps (robust z {z:.0f})"
         ),
         "others": N_("{message}; also outlying: {others}"),
     }
@@ -178,7 +189,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
         layers = {
             tag: {
                 "logs": list(layer.logs),
-                "count": layer.count,
+                "judged": layer.judged,
+                "hits": [list(hit) for hit in layer.hits],
                 "since_ms": layer.since_ms,
                 "rejected": layer.rejected,
                 # the cached statistics, so a restored rule judges as this one would
@@ -196,7 +208,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
             for tag, saved in (state["layers"] or {}).items():
                 layer = self.layers[tag] = _Layer(self.settings.window)
                 layer.logs.extend(float(v) for v in saved.get("logs") or ())
-                layer.count = int(saved.get("count") or 0)
+                layer.judged = int(saved.get("judged") or 0)
+                layer.hits.extend((int(i), float(ms)) for i, ms in saved.get("hits") or ())
                 layer.since_ms = float(saved.get("since_ms") or 0.0)
                 layer.rejected = int(saved.get("rejected") or 0)
                 layer.ready = len(layer.logs) >= self.ready_at
@@ -236,7 +249,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
         total = self.finite(values, s.global_metric)
         negligible = total * s.min_share if total is not None else 0.0
         outlying: list[tuple[float, str, float, _Layer]] = []  # (ratio, tag, value, layer)
-        seen = False
+        within = max(s.within, s.steps)
+        seen = recent = False  # a layer judged; one outlying in its last `within` points
         for tag in tags:
             value = values[tag]
             if not 0.0 < value < math.inf:
@@ -252,13 +266,17 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
                 continue
             if layer.stale >= _REFRESH or (value > layer.quarter and layer.stale):
                 self._refresh(layer)
+            layer.judged += 1
+            hits = layer.hits
+            if hits and hits[0][0] <= layer.judged - within:
+                hits.popleft()  # out of the last `within` points
             if value > layer.limit and value >= negligible:
-                if layer.count == 0:
-                    layer.since_ms = now
-                layer.count += 1
+                if not hits:
+                    layer.since_ms = now  # a new run of outlying points
+                hits.append((layer.judged, now))
                 outlying.append((value / math.exp(layer.center), tag, value, layer))
-            else:
-                layer.count = 0
+            elif hits:
+                recent = True
             # Into the history unless above the geometric midpoint between the median
             # and the limit: a layer that grows must not drag its own median up behind
             # it. One held above it for `window` points has found a new level.
@@ -273,7 +291,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
         if not seen:
             return []
         if not outlying:
-            self.raised = False  # the episode is over
+            if not recent:
+                self.raised = False  # the episode is over
             return []
         if self.raised:
             return []
@@ -281,7 +300,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
         lasted = [
             o
             for o in outlying
-            if o[3].count >= s.steps and (not timed or (now - o[3].since_ms) / 1000.0 >= s.seconds)
+            if len(o[3].hits) >= s.steps
+            and (not timed or (now - o[3].since_ms) / 1000.0 >= s.seconds)
         ]
         if not lasted:
             return []
@@ -305,7 +325,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
             value=fmt(value),
             ratio=f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.1f}",
             median=fmt(median),
-            steps=layer.count,
+            count=len(layer.hits),
+            within=max(s.within, s.steps),
             z=min(z, 1e6),
         )
         others = [o[1][len(s.prefix) :] for o in sorted(outlying, reverse=True) if o[1] != tag]
@@ -317,7 +338,8 @@ class LayerGradOutlierRule(Rule[LayerGradOutlierSettings]):
             "layer": name,
             "ratio": round(ratio, 3),
             "zscore": round(min(z, 1e6), 2),
-            "steps": layer.count,
+            "steps": len(layer.hits),
+            "within": max(s.within, s.steps),
             "seconds": round((now - layer.since_ms) / 1000.0, 3),
             "others": others[:10],
         }
