@@ -50,8 +50,9 @@ def _logits(values: Mapping[str, float], tags: list[str]) -> list[tuple[str, flo
 
 
 class AttentionLogitSettings(RuleSettings):
-    """``attention_logit``: the largest attention logit (any tag containing
-    ``max_attention_logit``) at or above a threshold (QK-clip's 100)."""
+    """``attention_logit``: the largest attention logit at or above QK-clip's 100.
+
+    Reads every tag containing ``max_attention_logit``."""
 
     marker: str = Field(default=MARKER, description="Tags holding this are judged.")
     warning: float = Field(
@@ -126,13 +127,10 @@ class AttentionLogitRule(Rule[AttentionLogitSettings]):
 
 
 class AttentionLogitGrowthSettings(RuleSettings):
-    """``attention_logit_growth``: the largest attention logit growing fast (``growth``
-    times within ``window`` points) once it is above ``floor``."""
+    """``attention_logit_growth``: the largest attention logit growing fast, above a floor.
 
-    enabled: bool = Field(
-        default=True,
-        description="Run this rule (0 warnings on the healthy corpus: docs/alerts.md).",
-    )
+    ``growth`` times within ``window`` points, once at least ``floor``."""
+
     marker: str = Field(default=MARKER, description="Tags holding this are judged.")
     growth: float = Field(
         default=2.0, gt=1, description="Smallest growth over the window that alerts."

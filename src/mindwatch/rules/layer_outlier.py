@@ -56,8 +56,9 @@ _MAD_TO_SIGMA = 1.4826
 
 
 class LayerGradOutlierSettings(RuleSettings):
-    """``layer_grad_outlier``: one layer's gradient norm (``layers/grad_norm/<param>``)
-    far above its own median for several steps in a row; names the layer."""
+    """``layer_grad_outlier``: one layer's gradient norm far above its own median; names it.
+
+    Reads ``layers/grad_norm/<param>``; persistence: ``steps`` of the last ``within``."""
 
     prefix: str = Field(
         default="layers/grad_norm/",
