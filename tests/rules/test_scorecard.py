@@ -47,8 +47,10 @@ def test_a_layer_whose_gradient_grows_is_named_before_the_loss_moves(tmp_path: P
     assert not [line for line in runs if "FAILED" in line], runs
     settings = alerts_scorecard.leading_settings()
     outcome = alerts_scorecard.score(tmp_path / spec.name, settings)
-    bad = [a for a in outcome.alerts if a.severity in alerts_scorecard.BAD]
-    report = "\n".join(a.line() for a in bad)
+    # The gradient and loss rules (a busy machine's throughput is not this test's).
+    judged = {*alerts_scorecard.LEADING, "grad_explosion", *alerts_scorecard.LOSS_RULES}
+    bad = [a for a in outcome.alerts if a.severity in alerts_scorecard.BAD and a.rule in judged]
+    report = "\n".join(a.line() for a in outcome.alerts)
     assert [a for a in bad if a.step < spec.onset] == [], report
     first = {}
     for alert in bad:
