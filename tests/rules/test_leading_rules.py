@@ -319,3 +319,24 @@ def test_the_attention_rules_continue_across_a_restart() -> None:
             second.load_state_dict(json.loads(json.dumps(first.state_dict())))
             after = feed(second, series[split:], start=split + 1)
             assert [(s, f.message) for s, f in before + after] == whole, (rule_type, split)
+
+
+def test_the_layer_rule_judges_the_norms_a_training_process_logs_apart(tmp_path: Any) -> None:
+    """In training the per-layer norms arrive through ``log_scalars`` (the MindSpore
+    callback's way), before their step; the training process's own rules see them with
+    it, and the alert is explained (forensics)."""
+    import mindwatch
+
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as monitor:
+        for step, healthy in enumerate(grad_norms(200), start=1):
+            tag = f"layers/grad_norm/{LAYERS[1]}"
+            norms = {**healthy, tag: healthy[tag] * (50 if step > 150 else 1)}
+            monitor.log_scalars(step, norms)
+            monitor.log_step(step, loss=1.0, grad_norm=sum(v * v for v in norms.values()) ** 0.5)
+        run = monitor.logdir
+    lines = [json.loads(line) for line in (run / "alerts.jsonl").read_text().splitlines()]
+    found = [a for a in lines if a["rule"] == "layer_grad_outlier"]
+    assert found, lines
+    assert 150 < found[0]["step"] <= 156
+    assert found[0]["layer"] == LAYERS[1]
+    assert "forensics" in found[0]
