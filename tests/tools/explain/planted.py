@@ -2,16 +2,17 @@
 ``forensics`` summary, ``forensics/<alert>.json`` with the whole analysis), from a
 real :class:`FlightRecorder` fed planted series and a real :func:`analyse`.
 
-The planted fault: from ``ONSET`` one layer's gradient grows 40x, the other layers
-(and the loss) follow three steps later; the alert fires at ``ALERT_STEP``. A second
-alert is a non-finite one: NaN in two layers' gradients and one sample's input.
+The planted fault: on rank 1, from ``ONSET`` one layer's gradient grows 40x; the other
+layers and the loss follow three steps later; the alert fires at ``ALERT_STEP``. Rank 0
+stays healthy. A second alert, at ``NAN_STEP``, is a non-finite one: NaN in two layers'
+gradients and in one sample's input. A first alert (info) has no forensics.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,6 @@ import mindwatch
 from mindwatch.alerts.model import Alert
 from mindwatch.forensics import FlightRecorder, analyse
 
-LONG = "model.layers.11.attention.wq.weight"
 MODULES = (
     "attention.wq.weight",
     "attention.wk.weight",
@@ -31,15 +31,14 @@ MODULES = (
     "attention_norm.weight",
     "ffn_norm.weight",
 )
-NAMES = (
-    ["model.tok_embeddings.embedding_weight"]
-    + [f"model.layers.{i}.{m}" for i in range(12) for m in MODULES]
-    + ["model.norm_out.weight", "lm_head.weight"]
-)
+LONG = "model.layers.11.attention.wq.weight"  # MindFormers' LLaMA names
+NAN_FIRST = "model.layers.7.attention.wv.weight"  # the later of the two NaN layers
+NAN_OTHER = "model.layers.3.feed_forward.w2.weight"
 ONSET = 296
 ALERT_STEP = 300
 NAN_STEP = 420
 SAMPLES = list(range(4800, 4808))
+BAD_SAMPLE = 4803
 LOOKBACK, Z = 32, 6.0
 SKIP = {
     "file": "skip.json",
@@ -53,45 +52,58 @@ SKIP = {
 }
 
 
-def _record(rank: int, planted: Optional[str], steps: int, seed: int) -> FlightRecorder:
+def names(prefix: str = "") -> list[str]:
+    """A tiny LLaMA's parameters in the cell's (forward) order, each after ``prefix``."""
+    body = (
+        ["model.tok_embeddings.embedding_weight"]
+        + [f"model.layers.{i}.{m}" for i in range(12) for m in MODULES]
+        + ["model.norm_out.weight", "lm_head.weight"]
+    )
+    return [prefix + name for name in body]
+
+
+def _record(layers: list[str], planted: str, healthy: bool, seed: int) -> FlightRecorder:
     rng = np.random.default_rng(seed)
-    scale = rng.uniform(0.05, 3.0, len(NAMES))
+    scale = rng.uniform(0.05, 3.0, len(layers))
     recorder = FlightRecorder(256)
-    recorder.set_layers(NAMES)
-    for step in range(1, steps + 1):
-        norms = scale * rng.lognormal(0.0, 0.1, len(NAMES))
+    recorder.set_layers(layers)
+    for step in range(1, NAN_STEP + 1):
+        norms = scale * rng.lognormal(0.0, 0.1, len(layers))
         loss = 2.0 * rng.lognormal(0.0, 0.05)
-        if planted is not None and step >= ONSET:
-            norms[NAMES.index(planted)] *= 40.0
-        if planted is not None and step >= ONSET + 3:
+        if not healthy and step >= ONSET:
+            norms[layers.index(planted)] *= 40.0
+        if not healthy and step >= ONSET + 3:
             norms *= 3.0
             loss *= 4.0
         squares = norms**2
-        if planted is not None and step >= NAN_STEP:
-            squares[NAMES.index("model.layers.3.feed_forward.w2.weight")] = np.nan
-            squares[NAMES.index("model.layers.7.attention.wv.weight")] = np.nan
+        if not healthy and step >= NAN_STEP:
+            squares[_index(layers, NAN_OTHER)] = np.nan
+            squares[_index(layers, NAN_FIRST)] = np.nan
             loss = float("nan")
         recorder.add_layers(step, squares)
         recorder.add_scalars(step, {"train/loss": loss, "lr": 1e-4, "train/grad_norm": 5.0})
-        recorder.add_sample_ids(
-            step, [step * 16 + k for k in range(8)] if step != NAN_STEP else SAMPLES
-        )
-        if step == NAN_STEP:
-            recorder.add_nonfinite_samples(step, [4803])
+        ids = SAMPLES if step == NAN_STEP else [step * 16 + k for k in range(8)]
+        recorder.add_sample_ids(step, ids)
+        if step == NAN_STEP and not healthy:
+            recorder.add_nonfinite_samples(step, [BAD_SAMPLE])
     return recorder
 
 
-def _alert(rule: str, severity: str, step: int, message: str, **fields: Any) -> Alert:
+def _index(layers: list[str], name: str) -> int:
+    return next(i for i, n in enumerate(layers) if n.endswith(name))
+
+
+def _alert(rule: str, severity: str, step: int, message: str, batch: int = 0) -> Alert:
     return Alert(
         rule=rule,
-        severity=severity,
+        severity=severity,  # type: ignore[arg-type]
         metric="train/grad_norm",
-        value=102.0,  # type: ignore[arg-type]
+        value=102.0,
         step=step,
         message=message,
         rank=1,
+        batch=batch or None,
         run="planted",
-        **fields,
     )
 
 
@@ -99,24 +111,31 @@ def write_run(
     folder: Path,
     *,
     planted: str = LONG,
+    prefix: str = "",
     files: bool = True,
     ranks: bool = True,
 ) -> Path:
-    """A run folder with event files, two analysed alerts and an info one without."""
+    """A run folder with event files, an info alert without forensics and two analysed
+    alerts (``files``: with their forensics files; ``ranks``: analysed on both ranks)."""
     with mindwatch.Monitor(folder, {"print_every": 0, "alerts": {"enabled": False}}) as mon:
         for step in range(1, NAN_STEP + 1):
             mon.log_scalars(step, {"train/loss": 2.0 if step < ONSET + 3 else 8.0})
-    recorders = {0: _record(0, None, NAN_STEP, 10), 1: _record(1, planted, NAN_STEP, 11)}
-    lines = [_alert("loss_plateau", "info", 200, "loss has not improved for 100 steps")]
-    alerts = [
-        (_alert("grad_explosion", "critical", ALERT_STEP,
-                "gradient norm 102 is 11x its running median 9.5", batch=4), ALERT_STEP, 4),
-        (_alert("nonfinite", "critical", NAN_STEP, "loss is NaN", batch=6), NAN_STEP, 6),
+    layers = names(prefix)
+    recorders = {
+        0: _record(layers, prefix + planted, True, 10),
+        1: _record(layers, prefix + planted, False, 11),
+    }
+    written = [_alert("loss_plateau", "info", 200, "loss has not improved for 100 steps")]
+    analysed = [
+        _alert("grad_explosion", "critical", ALERT_STEP, "gradient norm 102 is 11x its running "
+               "median 9.5", batch=4),
+        _alert("nonfinite", "critical", NAN_STEP, "loss is NaN", batch=6),
     ]  # fmt: skip
     (folder / "forensics").mkdir(exist_ok=True)
-    for alert, step, batch in alerts:
+    for alert in analysed:
+        step = alert.step
         per_rank = [
-            analyse(r.window(step), step, lookback=LOOKBACK, z=Z, rank=k, batch=batch)
+            analyse(r.window(step), step, lookback=LOOKBACK, z=Z, rank=k, batch=alert.batch)
             for k, r in recorders.items()
         ]
         full = per_rank[1]
@@ -133,15 +152,13 @@ def write_run(
             summary["ranks"] = [0, 1]
         if step == NAN_STEP:
             summary["skip"] = SKIP
-        alert.extra = {"forensics": summary, "sample_ids": full["batch"]["sample_ids"]}
+        document: dict[str, Any] = {**full, "alert": alert.to_dict()}
+        if ranks:
+            document["per_rank"] = per_rank
         if files:
-            document = {**full, "alert": {**alert.to_dict(), "forensics": None}}
-            del document["alert"]["forensics"]
-            if ranks:
-                document["per_rank"] = per_rank
             (folder / name).write_text(json.dumps(document), encoding="utf-8")
-        lines.append(alert)
-    (folder / "alerts.jsonl").write_text(
-        "".join(a.to_json() + "\n" for a in lines), encoding="utf-8"
-    )
+        alert.extra = {"forensics": summary, "sample_ids": full["batch"]["sample_ids"]}
+        written.append(alert)
+    lines = "".join(a.to_json() + "\n" for a in written)
+    (folder / "alerts.jsonl").write_text(lines, encoding="utf-8")
     return folder

@@ -111,7 +111,7 @@ def _first_mover(first: dict[str, Any], loss_onset: Optional[int]) -> str:
 
 
 def _ranking(movers: list[dict[str, Any]], ranks: bool, total: int, file: Any) -> Block:
-    header = [_("#"), _("onset"), _("z"), _("now/usual")]
+    header = [_("#"), _("onset"), "z", _("now/usual")]
     if ranks:
         header.append(_("rank"))
     header.append(_("series"))
@@ -166,13 +166,21 @@ def _ids(ids: list[Any]) -> str:
 
 
 def _batch(batch: dict[str, Any], alert: dict[str, Any]) -> Block:
-    parts = []
-    if batch.get("rank") is not None:
-        parts.append(_("rank {rank}").format(rank=batch["rank"]))
-    parts.append(_("step {step}").format(step=batch.get("step", alert.get("step"))))
-    if batch.get("batch") is not None:
-        parts.append(_("batch {batch}").format(batch=batch["batch"]))
-    text = _(", ").join(parts) + _("; ")
+    def index(value: Any) -> Optional[int]:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    step = index(batch.get("step"))
+    where = Alert(
+        rule="",
+        severity="info",
+        metric="",
+        value=None,
+        step=step if step is not None else int(alert.get("step", 0)),
+        message="",
+        rank=index(batch.get("rank")),
+        batch=index(batch.get("batch")),
+    ).where()
+    text = where + _("; ")
     ids = batch.get("sample_ids") or alert.get("sample_ids")
     if isinstance(ids, list) and ids:
         text += ngettext(
@@ -197,7 +205,7 @@ def _skip(skip: dict[str, Any]) -> list[Block]:
             ),
         )
     ]
-    for key, language in (("python", _("Python")), ("yaml", _("MindFormers YAML"))):
+    for key, language in (("python", "Python"), ("yaml", _("MindFormers YAML"))):
         lines = skip.get(key)
         if isinstance(lines, list) and lines:
             blocks.append(Block("code", lines=tuple(map(str, lines)), language=language))

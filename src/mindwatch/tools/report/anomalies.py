@@ -114,8 +114,7 @@ def draw_heat(ax: Any, told: Story, *, fontsize: float = 6.0) -> None:
     heat = told.heat or {}
     z = _matrix(heat)  # NaN: drawn in the colour map's "bad" colour
     limit = heat_limit(told)
-    cmap = colormaps["RdBu_r"].copy()
-    cmap.set_bad("#000000")
+    cmap = colormaps["RdBu_r"].with_extremes(bad="#000000")
     steps = [int(s) for s in heat.get("steps") or []]
     image = ax.imshow(z, cmap=cmap, vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
     names = [str(n) for n in heat.get("layers") or []]
