@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from mindwatch.common.i18n import _, ngettext
 
-__all__ = ["first_mover_head", "first_mover_line", "score"]
+__all__ = ["first_mover_head", "first_mover_line", "only_nonfinite", "score"]
 
 
 def score(value: Any) -> str:
@@ -63,6 +63,16 @@ def first_mover_head(first: dict[str, Any], loss_onset: Optional[int]) -> str:
     return _("layer {name} moved {when}").format(name=first.get("name"), when=when)
 
 
+def only_nonfinite(first: dict[str, Any], nonfinite: Any) -> bool:
+    """Whether the first mover only stands first for being non-finite (at or after the
+    first non-finite step): a tie of non-finite layers, ranked by name, says nothing of
+    what moved first; the backward order (``nonfinite["parameter"]``) does."""
+    if not isinstance(nonfinite, dict) or score(first.get("z")) != "inf":
+        return False
+    onset, step = first.get("onset"), nonfinite.get("step")
+    return isinstance(onset, int) and isinstance(step, int) and onset >= step
+
+
 def first_mover_line(forensics: Any) -> Optional[str]:
     """The notifiers' line about an alert's forensics summary, or None without a first
     mover or a non-finite gradient to name."""
@@ -70,11 +80,12 @@ def first_mover_line(forensics: Any) -> Optional[str]:
         return None
     parts = []
     first = forensics.get("first_mover")
-    if isinstance(first, dict) and first.get("name") is not None:
+    nonfinite = forensics.get("nonfinite")
+    named = isinstance(first, dict) and first.get("name") is not None
+    if isinstance(first, dict) and named and not only_nonfinite(first, nonfinite):
         loss = forensics.get("loss_onset")
         head = first_mover_head(first, loss if isinstance(loss, int) else None)
         parts.append(_("first mover: {head} (z {z})").format(head=head, z=score(first.get("z"))))
-    nonfinite = forensics.get("nonfinite")
     if isinstance(nonfinite, dict) and nonfinite.get("parameter") is not None:
         parts.append(
             _("first non-finite gradient: {parameter} (step {step})").format(

@@ -3,8 +3,8 @@
 real :class:`FlightRecorder` fed planted series and a real :func:`analyse`.
 
 The planted fault: on rank 1, from ``ONSET`` one layer's gradient grows 40x; the other
-layers and the loss follow three steps later; the alert fires at ``ALERT_STEP``. Rank 0
-stays healthy. A second alert, at ``NAN_STEP``, is a non-finite one: NaN in two layers'
+layers and the loss follow three steps later; the alert fires at ``ALERT_STEP``; all is
+back to normal from ``RECOVERED``. Rank 0 stays healthy. A second alert, at ``NAN_STEP``, is a non-finite one: NaN in two layers'
 gradients and in one sample's input. A first alert (info) has no forensics.
 """
 
@@ -36,6 +36,7 @@ NAN_FIRST = "model.layers.7.attention.wv.weight"  # the later of the two NaN lay
 NAN_OTHER = "model.layers.3.feed_forward.w2.weight"
 ONSET = 296
 ALERT_STEP = 300
+RECOVERED = 330
 NAN_STEP = 420
 SAMPLES = list(range(4800, 4808))
 BAD_SAMPLE = 4803
@@ -70,9 +71,9 @@ def _record(layers: list[str], planted: str, healthy: bool, seed: int) -> Flight
     for step in range(1, NAN_STEP + 1):
         norms = scale * rng.lognormal(0.0, 0.1, len(layers))
         loss = 2.0 * rng.lognormal(0.0, 0.05)
-        if not healthy and step >= ONSET:
+        if not healthy and ONSET <= step < RECOVERED:
             norms[layers.index(planted)] *= 40.0
-        if not healthy and step >= ONSET + 3:
+        if not healthy and ONSET + 3 <= step < RECOVERED:
             norms *= 3.0
             loss *= 4.0
         squares = norms**2

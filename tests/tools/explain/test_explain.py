@@ -119,6 +119,10 @@ def test_the_nonfinite_alert_names_the_parameter_the_samples_and_the_skip(run: P
         f"order, at step {NAN_STEP} (2 of 111 parameters not finite)." in text
     )
     assert f"Then, in backward order: {NAN_OTHER}." in text
+    assert (
+        f"First mover No layer departed before the gradients turned non-finite at step "
+        f"{NAN_STEP}; the first of them in backward order is {NAN_FIRST}." in text
+    )
     ids = ", ".join(map(str, SAMPLES))
     assert f"step {NAN_STEP}, rank 1, batch 6; 8 sample ids: {ids}." in text
     assert f"Samples whose inputs were not finite: {BAD_SAMPLE}." in text

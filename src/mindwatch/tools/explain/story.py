@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from mindwatch.alerts.model import Alert
-from mindwatch.alerts.movers import first_mover_head, score
+from mindwatch.alerts.movers import first_mover_head, only_nonfinite, score
 from mindwatch.common.i18n import _, ngettext
 from mindwatch.tools.explain.incidents import Incident
 
@@ -102,9 +102,15 @@ def _ratio(mover: dict[str, Any]) -> str:
 
 def _first_mover(first: dict[str, Any], loss_onset: Optional[int]) -> str:
     head = first_mover_head(first, loss_onset)
-    detail = _("from step {onset}: z {z} there, {ratio} its usual size at the alert").format(
-        onset=first.get("onset"), z=number(first.get("z")), ratio=_ratio(first)
-    )
+    z, ratio = first.get("z"), _ratio(first)
+    if number(z) == "inf":
+        detail = _("from step {onset}, where it was not finite").format(onset=first.get("onset"))
+    elif ratio == "-":
+        detail = _("from step {onset}: z {z} there").format(onset=first.get("onset"), z=number(z))
+    else:
+        detail = _("from step {onset}: z {z} there, {ratio} its usual size at the alert").format(
+            onset=first.get("onset"), z=number(z), ratio=ratio
+        )
     if loss_onset is not None:
         detail += _("; the loss departed at step {step}").format(step=loss_onset)
     return _("{head} ({detail}).").format(head=head, detail=detail)
@@ -260,7 +266,14 @@ def story(incident: Incident) -> Story:
     first = analysis.get("first_mover", summary.get("first_mover"))
     movers = analysis.get("movers", summary.get("movers")) or []
     movers = [m for m in movers if isinstance(m, dict)]
-    if isinstance(first, dict):
+    nonfinite = analysis.get("nonfinite", summary.get("nonfinite"))
+    if isinstance(first, dict) and only_nonfinite(first, nonfinite):
+        text = _(
+            "No layer departed before the gradients turned non-finite at step {step}; the "
+            "first of them in backward order is {parameter}."
+        ).format(step=nonfinite["step"], parameter=nonfinite.get("parameter"))
+        told.blocks.append(Block("text", _("First mover"), text=text))
+    elif isinstance(first, dict):
         told.blocks.append(Block("text", _("First mover"), text=_first_mover(first, loss_onset)))
     elif movers:
         lead = movers[0]
@@ -289,7 +302,6 @@ def story(incident: Incident) -> Story:
             summary.get("ranks") or analysis.get("per_rank")
         )
         told.blocks.append(_ranking(movers, ranks, len(movers), summary.get("file")))
-    nonfinite = analysis.get("nonfinite", summary.get("nonfinite"))
     if isinstance(nonfinite, dict):
         told.blocks.append(_nonfinite(nonfinite))
     batch = analysis.get("batch", summary.get("batch"))
