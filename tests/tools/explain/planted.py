@@ -4,8 +4,9 @@ real :class:`FlightRecorder` fed planted series and a real :func:`analyse`.
 
 The planted fault: on rank 1, from ``ONSET`` one layer's gradient grows 40x; the other
 layers and the loss follow three steps later; the alert fires at ``ALERT_STEP``; all is
-back to normal from ``RECOVERED``. Rank 0 stays healthy. A second alert, at ``NAN_STEP``, is a non-finite one: NaN in two layers'
-gradients and in one sample's input. A first alert (info) has no forensics.
+back to normal from ``RECOVERED``. Rank 0 stays healthy. A second alert, at
+``NAN_STEP``, is a non-finite one: NaN in two layers' gradients and in one sample's
+input. A first alert (info) has no forensics.
 """
 
 from __future__ import annotations
