@@ -268,3 +268,56 @@ def test_wrap_breaks_chinese_between_characters_and_names_at_dots() -> None:
         "see model.layers.11.",
         "attention.wv.weight",
     ]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"\x00\xff binary", "not UTF-8"),
+        (b"[1, 2]", "is not a JSON object"),
+        (b'{"heat": {"layers": ["a"], "steps": ["x"], "z": [[1]]}, "movers": 5}', ""),
+    ],
+)
+def test_a_damaged_forensics_file_leaves_the_summary(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
+    folder = write_run(tmp_path / "run")
+    (folder / "forensics" / "step-300-grad_explosion.json").write_bytes(content)
+    result = explain(str(folder), "--alert", "2")
+    assert result.exit_code == 0, result.output
+    text = " ".join(fits(result.output))
+    assert f"layer {LONG} on rank 1 moved 3 steps before the loss" in " ".join(text.split())
+    assert why in text
+    out = CliRunner().invoke(main, ["report", str(folder), "--out", str(tmp_path / "o")])
+    assert out.exit_code == 0, out.output
+
+
+def test_a_garbled_summary_is_told_as_far_as_it_goes(tmp_path: Path) -> None:
+    folder = write_run(tmp_path / "run", files=False)
+    lines = (folder / "alerts.jsonl").read_text().splitlines()
+    alert = json.loads(lines[1])
+    alert["forensics"] = {
+        "file": 5,
+        "movers": "x",
+        "first_mover": {"name": 7, "lead_steps": "3"},
+        "nonfinite": [],
+        "batch": {"sample_ids": "abc", "rank": "one"},
+        "skip": {"python": "not a list", "yaml": [1, 2]},
+        "ranks": 7,
+        "loss_onset": "soon",
+    }
+    third = json.loads(lines[2])
+    third["forensics"] = "not an object"
+    lines[1:3] = [json.dumps(alert), json.dumps(third)]
+    (folder / "alerts.jsonl").write_text("\n".join(lines) + "\n")
+    result = explain(str(folder), "--alert", "2")
+    assert result.exit_code == 0, result.output
+    text = " ".join(fits(result.output))
+    assert "Nothing departed from its own recent history" in text
+    assert "its sample ids were not recorded" in " ".join(text.split())
+    assert "the forensics file '5' is not a path inside the run folder" in " ".join(text.split())
+    assert "  1" in result.output  # the yaml lines, as strings
+    third_told = explain(str(folder), "--alert", "3")
+    assert "This alert has no forensics" in third_told.output
+    out = CliRunner().invoke(main, ["report", str(folder), "--out", str(tmp_path / "o")])
+    assert out.exit_code == 0, out.output

@@ -241,7 +241,29 @@ def _ranks(summary: dict[str, Any], analysis: Optional[dict[str, Any]]) -> Optio
             )
         else:
             lines.append(_("Rank {rank}: no layer departed.").format(rank=entry.get("rank")))
-    return Block("text", _("Ranks"), lines=tuple(lines))
+    return Block("text", _("Ranks"), lines=tuple(lines)) if lines else None
+
+
+def _heat_ok(heat: Any) -> bool:
+    """Whether ``heat`` is what the analysis writes: layer names, integer steps, and a
+    row of numbers (or nulls) per layer, one per step."""
+    if not isinstance(heat, dict):
+        return False
+    layers, steps, rows = heat.get("layers"), heat.get("steps"), heat.get("z")
+    if not (isinstance(layers, list) and isinstance(steps, list) and isinstance(rows, list)):
+        return False
+    if not layers or not steps or len(rows) != len(layers):
+        return False
+    if not all(isinstance(n, str) for n in layers):
+        return False
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
+        return False
+    return all(
+        isinstance(row, list)
+        and len(row) == len(steps)
+        and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in row)
+        for row in rows
+    )
 
 
 def story(incident: Incident) -> Story:
@@ -264,16 +286,18 @@ def story(incident: Incident) -> Story:
     loss_onset = analysis.get("loss_onset", summary.get("loss_onset"))
     loss_onset = loss_onset if isinstance(loss_onset, int) else None
     first = analysis.get("first_mover", summary.get("first_mover"))
-    movers = analysis.get("movers", summary.get("movers")) or []
-    movers = [m for m in movers if isinstance(m, dict)]
+    listed = analysis.get("movers", summary.get("movers"))
+    movers = [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
     nonfinite = analysis.get("nonfinite", summary.get("nonfinite"))
-    if isinstance(first, dict) and only_nonfinite(first, nonfinite):
+    if not isinstance(first, dict) or not isinstance(first.get("name"), str):
+        first = None
+    if first is not None and only_nonfinite(first, nonfinite):
         text = _(
             "No layer departed before the gradients turned non-finite at step {step}; the "
             "first of them in backward order is {parameter}."
         ).format(step=nonfinite["step"], parameter=nonfinite.get("parameter"))
         told.blocks.append(Block("text", _("First mover"), text=text))
-    elif isinstance(first, dict):
+    elif first is not None:
         told.blocks.append(Block("text", _("First mover"), text=_first_mover(first, loss_onset)))
     elif movers:
         lead = movers[0]
@@ -316,7 +340,7 @@ def story(incident: Incident) -> Story:
     if incident.notes:
         told.blocks.append(Block("text", _("Notes"), lines=tuple(incident.notes)))
     heat = analysis.get("heat")
-    if isinstance(heat, dict) and heat.get("layers") and heat.get("steps"):
+    if _heat_ok(heat):
         told.heat = heat
     threshold = analysis.get("z")
     if isinstance(threshold, (int, float)) and math.isfinite(threshold) and threshold > 0:
