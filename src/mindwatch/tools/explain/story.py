@@ -288,10 +288,11 @@ def story(incident: Incident) -> Story:
     first = analysis.get("first_mover", summary.get("first_mover"))
     listed = analysis.get("movers", summary.get("movers"))
     movers = [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
-    nonfinite = analysis.get("nonfinite", summary.get("nonfinite"))
+    found = analysis.get("nonfinite", summary.get("nonfinite"))
+    nonfinite: Optional[dict[str, Any]] = found if isinstance(found, dict) else None
     if not isinstance(first, dict) or not isinstance(first.get("name"), str):
         first = None
-    if first is not None and only_nonfinite(first, nonfinite):
+    if first is not None and nonfinite is not None and only_nonfinite(first, nonfinite):
         text = _(
             "No layer departed before the gradients turned non-finite at step {step}; the "
             "first of them in backward order is {parameter}."
@@ -326,7 +327,7 @@ def story(incident: Incident) -> Story:
             summary.get("ranks") or analysis.get("per_rank")
         )
         told.blocks.append(_ranking(movers, ranks, len(movers), summary.get("file")))
-    if isinstance(nonfinite, dict):
+    if nonfinite is not None:
         told.blocks.append(_nonfinite(nonfinite))
     batch = analysis.get("batch", summary.get("batch"))
     if isinstance(batch, dict) or alert.get("sample_ids"):
