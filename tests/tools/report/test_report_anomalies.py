@@ -43,6 +43,10 @@ def test_the_interactive_html_tells_each_analysed_alert_with_a_heatmap(
     assert "skip_batches: skip.json" in part  # the skip lines, in a <pre>
     specs = [json.loads(m) for m in re.findall(r"var figure = (\{.*?\});\n", part, flags=re.DOTALL)]
     assert len(specs) == 2
+    import plotly.graph_objects as go
+
+    for spec in specs:
+        go.Figure(spec)  # plotly's own validation of every property
     heat = specs[0]["data"][0]
     assert heat["type"] == "heatmap"
     assert heat["y"][0] == LONG  # the first mover is the top row

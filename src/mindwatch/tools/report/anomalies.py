@@ -25,6 +25,7 @@ from mindwatch.tools.report.plot import Plot, text
 from mindwatch.tools.report.summary import RunSummary
 
 __all__ = [
+    "HEAT_COLORS",
     "MAX_ANOMALIES",
     "anomalies",
     "draw_heat",
@@ -43,6 +44,14 @@ def anomalies(run: RunSummary) -> tuple[list[Story], int]:
     how many analysed alerts it has in all."""
     analysed = [i for i in incidents(run.folder, run.alerts) if i.analysed]
     return [story(i) for i in analysed[:MAX_ANOMALIES]], len(analysed)
+
+
+# ColorBrewer's RdBu, 11 classes, blue (below usual) to red (above): the static
+# heatmap's cells, as CSS classes h0..h10 (h5: as usual), hx: not finite.
+HEAT_COLORS = (
+    "#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7",
+    "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f",
+)  # fmt: skip
 
 
 def heat_limit(told: Story) -> float:
@@ -87,8 +96,9 @@ def heat_plot(told: Story, key: str) -> Optional[Plot]:
             "zmin": -limit,
             "zmax": limit,
             "zmid": 0,
-            "colorscale": "RdBu",
-            "reversescale": True,
+            # the static table's colours (a named plotly.js scale differs from
+            # ColorBrewer's): blue below the usual size, white as usual, red above
+            "colorscale": [[i / (len(HEAT_COLORS) - 1), c] for i, c in enumerate(HEAT_COLORS)],
             "colorbar": {"title": {"text": "z"}, "thickness": 10},
             "hovertemplate": _("{layer}, step {step}: z {z}").format(
                 layer="%{y}", step="%{x}", z="%{z}"
@@ -132,14 +142,6 @@ def draw_heat(ax: Any, told: Story, *, fontsize: float = 6.0) -> None:
     bar = ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.ax.tick_params(labelsize=fontsize)
     bar.set_label("z", fontsize=fontsize + 1)
-
-
-# ColorBrewer's RdBu, 11 classes, blue (below usual) to red (above): the static
-# heatmap's cells, as CSS classes h0..h10 (h5: as usual), hx: not finite.
-HEAT_COLORS = (
-    "#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7",
-    "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f",
-)  # fmt: skip
 
 
 def heat_table(told: Story) -> Optional[dict[str, Any]]:
