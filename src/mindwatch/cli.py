@@ -386,7 +386,7 @@ def explain_command(
         click.echo(_("'{run}' has no alerts.").format(run=run))
         return
     if as_json:
-        click.echo(explain.dumps(chosen))
+        click.echo(explain.dumps(chosen.read()))
         return
     width = max(40, min(explain.WIDTH, shutil.get_terminal_size((explain.WIDTH, 24)).columns))
     lines = []

@@ -49,15 +49,25 @@ class ExplainError(ValueError):
 
 @dataclass
 class Incident:
-    """One alert of a run (``number`` counts from 1), its forensics summary (None when
-    it was not analysed) and the whole analysis from its file (None without one), with
-    notes on what could not be read."""
+    """One alert of the run folder ``run`` (``number`` counts from 1), its forensics
+    summary (None when it was not analysed) and, once :meth:`read`, the whole analysis
+    from its file (None without one), with notes on what could not be read."""
 
     number: int
     alert: dict[str, Any]
     summary: Optional[dict[str, Any]]
+    run: Path = Path(".")
     analysis: Optional[dict[str, Any]] = None
     notes: list[str] = field(default_factory=list)
+    _read: bool = field(default=False, repr=False)
+
+    def read(self) -> Incident:
+        """Read the forensics file the summary names (once; only the incidents told
+        are read, not every analysed alert of a long run)."""
+        if self.summary is not None and not self._read:
+            self.analysis, self.notes = _analysis(self.run, self.summary)
+        self._read = True
+        return self
 
     @property
     def step(self) -> int:
@@ -110,8 +120,8 @@ def _analysis(run: Path, summary: dict[str, Any]) -> tuple[Optional[dict[str, An
 
 
 def read_incidents(run: Path) -> list[Incident]:
-    """Every alert of the run folder ``run``, numbered, each with its forensics file
-    read (:class:`ExplainError` when ``run`` is not a run folder)."""
+    """Every alert of the run folder ``run``, numbered (:class:`ExplainError` when
+    ``run`` is not a run folder)."""
     if not run.is_dir():
         raise ExplainError(
             _(
@@ -141,16 +151,12 @@ def read_incidents(run: Path) -> list[Incident]:
 
 
 def incidents(run: Path, alerts: Sequence[dict[str, Any]]) -> list[Incident]:
-    """``alerts`` (the run folder's ``alerts.jsonl``, as read) numbered, each analysed
-    one with its forensics file read."""
-    found = []
-    for number, alert in enumerate(alerts, start=1):
-        summary = _summary(alert)
-        incident = Incident(number, alert, summary)
-        if summary is not None:
-            incident.analysis, incident.notes = _analysis(run, summary)
-        found.append(incident)
-    return found
+    """``alerts`` (the run folder's ``alerts.jsonl``, as read) numbered; their forensics
+    files are read by :meth:`Incident.read`."""
+    return [
+        Incident(number, alert, _summary(alert), run)
+        for number, alert in enumerate(alerts, start=1)
+    ]
 
 
 def choose(

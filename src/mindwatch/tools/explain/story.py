@@ -267,7 +267,8 @@ def _heat_ok(heat: Any) -> bool:
 
 
 def story(incident: Incident) -> Story:
-    """The story of one alert (see the module docs)."""
+    """The story of one alert (see the module docs); its forensics file is read here."""
+    incident.read()
     alert = incident.alert
     told = Story(incident.number, what(alert), analysed=incident.analysed)
     summary = incident.summary
