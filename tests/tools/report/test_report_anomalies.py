@@ -116,3 +116,13 @@ def test_a_report_without_forensics_has_no_anomalies_section(tmp_path: Path) -> 
     )
     assert "Alerts" in (out / "report.html").read_text(encoding="utf-8")
     assert "Anomalies" not in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_the_markdown_names_the_first_movers(run: Path, tmp_path: Path) -> None:
+    out = report(run, tmp_path / "out", "--format", "md", "--lang", "en")
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert (
+        f"- run, alert 2 at step 300 (grad_explosion): first mover: layer {LONG} on rank 1 "
+        "moved 3 steps before the loss (z " in text
+    )
+    assert f"- run, alert 3 at step 420 (nonfinite): first non-finite gradient: {NAN_FIRST}" in text
