@@ -193,6 +193,14 @@ def test_a_forensics_file_outside_the_run_is_not_read(tmp_path: Path) -> None:
     assert "LEAKED" not in result.output
     told = " ".join(result.output.split())
     assert "'../outside.json' is not a path inside the run folder: ignored" in told
+    # nor through a link inside the run that leads out of it
+    (folder / "forensics" / "link.json").symlink_to(secret)
+    alert["forensics"]["file"] = "forensics/link.json"
+    lines[1] = json.dumps(alert)
+    (folder / "alerts.jsonl").write_text("\n".join(lines) + "\n")
+    linked = explain(str(folder), "--alert", "2")
+    assert "LEAKED" not in linked.output
+    assert "'forensics/link.json' is not a path inside" in " ".join(linked.output.split())
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,12 @@ def _inside(run: Path, name: Any) -> Optional[Path]:
     parts = PurePosixPath(name)
     if parts.is_absolute() or ".." in parts.parts:
         return None
-    return run.joinpath(*parts.parts)
+    path = run.joinpath(*parts.parts)
+    try:  # nor through a link that leads out of it
+        inside = path.resolve().is_relative_to(run.resolve())
+    except (OSError, RuntimeError):  # a loop of links
+        return None
+    return path if inside else None
 
 
 def _analysis(run: Path, summary: dict[str, Any]) -> tuple[Optional[dict[str, Any]], list[str]]:
