@@ -59,7 +59,7 @@ class Incident:
     run: Path = Path(".")
     analysis: Optional[dict[str, Any]] = None
     notes: list[str] = field(default_factory=list)
-    _read: bool = field(default=False, repr=False)
+    _read: bool = field(default=False, init=False, repr=False)
 
     def read(self) -> Incident:
         """Read the forensics file the summary names (once; only the incidents told
