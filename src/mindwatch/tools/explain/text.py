@@ -7,9 +7,9 @@ as the English one does. Sentences break at spaces, and between Chinese characte
 name like ``model.layers.11.attention.wq.weight`` in a narrow column, breaks after
 a ``.``, ``/`` or ``_`` so each piece is a readable part of the name. A table's last
 column (the names) wraps that way under itself. A line of code is copied, not read:
-it is kept whole when it fits, else broken after a comma inside brackets (a
-continuation that Python and YAML flow sequences both accept), and only a line with
-no such comma is left longer than the width.
+it is kept whole when it fits, else broken after an opening bracket or a comma inside
+brackets (a continuation that Python and YAML flow collections both accept), and only
+a line with no such place (one long string) is left longer than the width.
 """
 
 from __future__ import annotations
@@ -135,8 +135,9 @@ def _table(block: Block, width: int) -> list[str]:
     return lines
 
 
-def _code_breaks(line: str) -> list[int]:
-    """Where ``line`` can break: after each ", " inside brackets and outside quotes."""
+def _code_breaks(line: str) -> list[tuple[int, bool]]:
+    """Where ``line`` can break, outside quotes: (index, after a comma) after each ", "
+    inside brackets and after an opening bracket."""
     found, depth, quote = [], 0, ""
     for i, char in enumerate(line):
         if quote:
@@ -146,26 +147,39 @@ def _code_breaks(line: str) -> list[int]:
             quote = char
         elif char in "([{":
             depth += 1
+            if line[i + 1 : i + 2] not in ")]}":
+                found.append((i + 1, False))
         elif char in ")]}":
             depth -= 1
         elif char == "," and depth > 0 and line[i + 1 : i + 2] == " ":
-            found.append(i + 1)
+            found.append((i + 1, True))
     return found
 
 
 def _broken(code: str, width: int, indent: str) -> list[str]:
-    """``code`` after ``indent``, broken after commas inside brackets to fit ``width``;
-    its last line may stay longer when there is no comma left to break at."""
+    """``code`` after ``indent``, broken where :func:`_code_breaks` allows to fit
+    ``width`` (after a comma where one fits, else after a bracket); its last line may
+    stay longer when there is no place left to break at."""
     lead = re.match(r"\s*", code)
     more = indent + (lead.group(0) if lead else "") + "    "
-    lines, line, start = [], code, indent
-    while cells(start + line) > width:
-        cuts = [b for b in _code_breaks(line) if cells(start + line[:b]) <= width]
-        if not cuts:
+    breaks = _code_breaks(code)  # over the whole line: brackets opened earlier count
+    lines, at, start = [], 0, indent
+
+    def skip(at: int) -> int:  # a continuation starts at its first non-blank
+        return at if at == 0 else len(code) - len(code[at:].lstrip())
+
+    while cells(start + code[skip(at) :]) > width:
+        begin = skip(at)
+        fits = [
+            (b, comma) for b, comma in breaks if b > begin and cells(start + code[begin:b]) <= width
+        ]
+        if not fits:
             break
-        lines.append(start + line[: cuts[-1]].rstrip())
-        line, start = line[cuts[-1] :].lstrip(), more
-    return [*lines, start + line]
+        commas = [b for b, comma in fits if comma]  # between arguments reads best
+        cut = commas[-1] if commas else fits[-1][0]
+        lines.append(start + code[begin:cut].rstrip())
+        at, start = cut, more
+    return [*lines, start + code[skip(at) :]]
 
 
 def _code(block: Block, width: int) -> list[str]:
