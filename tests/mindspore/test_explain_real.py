@@ -115,9 +115,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _first_explained(run: Path) -> tuple[int, dict[str, Any]]:
     lines = [json.loads(line) for line in (run / "alerts.jsonl").read_text().splitlines()]
     number, alert = next(
-        (n, a)
-        for n, a in enumerate(lines, start=1)
-        if "forensics" in a and a["severity"] != "info"
+        (n, a) for n, a in enumerate(lines, start=1) if "forensics" in a and a["severity"] != "info"
     )
     return number, alert
 

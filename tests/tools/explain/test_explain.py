@@ -329,3 +329,26 @@ def test_a_garbled_summary_is_told_as_far_as_it_goes(tmp_path: Path) -> None:
     assert "This alert has no forensics" in third_told.output
     out = CliRunner().invoke(main, ["report", str(folder), "--out", str(tmp_path / "o")])
     assert out.exit_code == 0, out.output
+
+
+def test_a_gathered_rank_is_told_by_its_own_movers_and_loss(tmp_path: Path) -> None:
+    """Under msrun a gathered rank's analysis is its slot decoded: movers and a loss
+    onset, no first mover of its own; the story names its first layer all the same."""
+    from mindwatch.tools.explain import Incident, render, story
+
+    slot = {
+        "rank": 1,
+        "loss_onset": 35,
+        "movers": [
+            {"name": "loss", "kind": "scalar", "onset": 35, "z": 13.5, "rank": 1},
+            {"name": "fc.weight", "kind": "layer", "onset": 35, "z": 16.6, "rank": None},
+        ],
+    }
+    quiet = {"rank": 0, "loss_onset": None, "movers": []}
+    alert = {"rule": "spike", "severity": "critical", "metric": "m", "step": 35, "message": "x"}
+    incident = Incident(1, alert, {"ranks": [0, 1], "movers": slot["movers"]}, tmp_path)
+    incident.read()
+    incident.analysis = {"per_rank": [quiet, slot]}
+    text = " ".join(" ".join(render(story(incident))).split())
+    assert "Rank 0: no layer departed." in text
+    assert "Rank 1: fc.weight first, from step 35 (z 16.6); its loss departed at step 35." in text

@@ -218,6 +218,39 @@ def _skip(skip: dict[str, Any]) -> list[Block]:
     return blocks
 
 
+def _rank_line(entry: dict[str, Any]) -> str:
+    """One rank's own analysis in a sentence: its first layer to depart (its
+    ``first_mover``, or the first layer of its movers: a gathered rank's slot has no
+    first mover of its own) and when its loss departed."""
+    first = entry.get("first_mover")
+    if not isinstance(first, dict):
+        listed = entry.get("movers")
+        layers = (
+            [m for m in listed if isinstance(m, dict) and m.get("kind") == "layer"]
+            if (isinstance(listed, list))
+            else []
+        )
+        first = layers[0] if layers else None
+    loss = entry.get("loss_onset")
+    loss = loss if isinstance(loss, int) and not isinstance(loss, bool) else None
+    rank = entry.get("rank")
+    if isinstance(first, dict) and loss is not None:
+        return _(
+            "Rank {rank}: {name} first, from step {onset} (z {z}); its loss departed at "
+            "step {loss}."
+        ).format(rank=rank, name=first.get("name"), onset=first.get("onset"),
+                 z=number(first.get("z")), loss=loss)  # fmt: skip
+    if isinstance(first, dict):
+        return _("Rank {rank}: {name} first, from step {onset} (z {z}).").format(
+            rank=rank, name=first.get("name"), onset=first.get("onset"), z=number(first.get("z"))
+        )
+    if loss is not None:
+        return _("Rank {rank}: no layer departed; its loss departed at step {loss}.").format(
+            rank=rank, loss=loss
+        )
+    return _("Rank {rank}: no layer departed.").format(rank=rank)
+
+
 def _ranks(summary: dict[str, Any], analysis: Optional[dict[str, Any]]) -> Optional[Block]:
     ranks = summary.get("ranks")
     per_rank = (analysis or {}).get("per_rank")
@@ -227,20 +260,8 @@ def _ranks(summary: dict[str, Any], analysis: Optional[dict[str, Any]]) -> Optio
     if isinstance(ranks, list) and ranks:
         lines.append(_("Ranks analysed: {ranks}.").format(ranks=", ".join(map(str, ranks))))
     for entry in per_rank if isinstance(per_rank, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        first = entry.get("first_mover")
-        if isinstance(first, dict):
-            lines.append(
-                _("Rank {rank}: {name} first, from step {onset} (z {z}).").format(
-                    rank=entry.get("rank"),
-                    name=first.get("name"),
-                    onset=first.get("onset"),
-                    z=number(first.get("z")),
-                )
-            )
-        else:
-            lines.append(_("Rank {rank}: no layer departed.").format(rank=entry.get("rank")))
+        if isinstance(entry, dict):
+            lines.append(_rank_line(entry))
     return Block("text", _("Ranks"), lines=tuple(lines)) if lines else None
 
 
