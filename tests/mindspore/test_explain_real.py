@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +87,7 @@ class PlantAt(ms.train.Callback):  # type: ignore[misc]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     previous = ms.get_context("mode")
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(0)
@@ -109,7 +108,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     callbacks = [PlantAt(fault), monitor]
     Model(cell).train(1, rows.batch(BATCH), callbacks=callbacks, dataset_sink_mode=False)
     ms.set_context(mode=previous)
-    yield next(logdir.rglob("alerts.jsonl")).parent
+    return next(logdir.rglob("alerts.jsonl")).parent
 
 
 def _first_explained(run: Path) -> tuple[int, dict[str, Any]]:
