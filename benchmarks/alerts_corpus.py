@@ -3,7 +3,10 @@
 Healthy runs vary the model (MLP, small CNN, a tiny attention model), the optimizer
 (SGD, Momentum, Adam, AdamW), the schedule (constant, warmup + cosine, step decay), the
 batch size (down to noisy batches of 2), the seed and the step time (sleep jitter in the
-input pipeline; a background CPU hog during some runs). Faulted runs plant one fault at
+input pipeline; a background CPU hog during some runs). Two families are there to catch
+defaults that cry wolf: regression with heavy-tailed (Student-t, 2 degrees of freedom)
+label noise in batches of 2, and 2,000 steps of ~1 ms beside a process that burns a core
+at the same priority. Faulted runs plant one fault at
 a known step, the way ``tests/mindspore/test_planted_faults.py`` does: each run's
 ``label.json`` says which rule(s) should catch it and from which step.
 
@@ -54,7 +57,9 @@ class Spec:
     steps: int = 400
     delay_ms: float = 5.0  # input pipeline time per batch
     jitter: float = 0.0  # lognormal sigma of that time
-    hog: bool = False  # a CPU hog runs beside the job
+    hog: bool = False  # a CPU hog runs beside the job (niced)
+    busy: int = 0  # CPU-burning processes at normal priority beside the job (runs alone)
+    label_tail: float = 0.0  # Student-t degrees of freedom of the label noise (0: normal)
     eval_every: int = 0
     fault: str = ""
     onset: int = 0
@@ -101,7 +106,60 @@ def healthy_specs() -> list[Spec]:
                     eval_every=50 if (i + seed) % 3 == 0 else 0,
                 )
             )
-    return h
+    return h + heavy_tailed_specs() + busy_specs()
+
+
+# Draws of the Student-t label noise beyond this many scale units are drawn again. A
+# label 50 units (5.0) off, 2.6 times the labels' own spread, is still noise of the
+# run; one 300 units off (p ~ 1e-5 a draw with 2 degrees of freedom) is a corrupted
+# label: its loss is 10^4 times the median, as large as fault-corrupt-labels' x50
+# labels, and the spike rule must catch it.
+TAIL_BOUND = 50.0
+
+
+def heavy_tailed_specs() -> list[Spec]:
+    """Regression with Student-t label noise (2 degrees of freedom: infinite variance,
+    truncated at ``TAIL_BOUND``), in batches of 2 at ~1 ms steps: among 4,000 draws a
+    few fall 20 to 50 times the median draw out, so single steps have gradient norms 10
+    to 20 times the running median and losses hundreds of times theirs, and the norm is
+    back the next step. Healthy: a one-step outlier is no explosion."""
+    runs = [("sgd", 0.01, 0), ("sgd", 0.01, 1), ("sgd", 0.01, 2), ("momentum", 0.005, 0)]
+    runs += [("adam", 0.003, 1), ("adamw", 0.003, 2)]
+    return [
+        Spec(
+            f"healthy-heavytail-mlp-{opt}-b2-s{seed}",
+            optimizer=opt,
+            lr=lr,
+            batch=2,
+            seed=seed,
+            steps=2000,
+            delay_ms=0.0,
+            label_tail=2.0,
+        )
+        for opt, lr, seed in runs
+    ]
+
+
+def busy_specs() -> list[Spec]:
+    """2,000 steps of ~1 ms beside a process that burns a core at the same priority (on
+    a 2-core machine the scheduler takes the job's threads off the CPU for milliseconds
+    to tens of milliseconds at a time): healthy, whatever the hiccups."""
+    runs = [("mlp", "sgd", 0.02, 16), ("mlp", "adam", 0.003, 8), ("mlp", "sgd", 0.01, 2)]
+    return [
+        Spec(
+            f"healthy-busy-{model}-{opt}-b{batch}-s{seed}",
+            model=model,
+            optimizer=opt,
+            lr=lr,
+            batch=batch,
+            seed=seed,
+            steps=2000,
+            delay_ms=0.0,
+            busy=1,
+        )
+        for model, opt, lr, batch in runs
+        for seed in (0, 1)
+    ]
 
 
 def faulted_specs() -> list[Spec]:
@@ -245,7 +303,14 @@ def worker(spec: Spec, folder: Path) -> None:
         if classify:
             y = np.int32(np.argmax(x.reshape(-1) @ teacher + rng.normal(scale=0.5, size=4)))
             return x, y
-        return x, (x @ w_true + rng.normal(scale=0.1, size=1)).astype(np.float32)
+        if spec.label_tail:
+            draw = rng.standard_t(spec.label_tail)
+            while abs(draw) > TAIL_BOUND:
+                draw = rng.standard_t(spec.label_tail)
+            noise = np.array([0.1 * draw])
+        else:
+            noise = rng.normal(scale=0.1, size=1)
+        return x, (x @ w_true + noise).astype(np.float32)
 
     class Source:
         def __init__(self, steps: int, seed: int, train: bool = True) -> None:
@@ -411,12 +476,11 @@ def run_one(spec: Spec, out: Path) -> str:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     started = time.time()
-    hog = None
+    burners = []
     if spec.hog:
-        hog = subprocess.Popen(
-            ["nice", "-n", "19", sys.executable, "-c", "while True: pass"],
-            start_new_session=True,
-        )
+        burners.append(["nice", "-n", "19", sys.executable, "-c", "while True: pass"])
+    burners += [[sys.executable, "-c", "while True: pass"]] * spec.busy
+    hogs = [subprocess.Popen(cmd, start_new_session=True) for cmd in burners]
     killed_at: Optional[float] = None
     try:
         if spec.fault == "bad_rank":
@@ -439,7 +503,7 @@ def run_one(spec: Spec, out: Path) -> str:
                 if code != 0:
                     return f"{spec.name}: FAILED ({code}), see {folder / 'log.txt'}"
     finally:
-        if hog is not None:
+        for hog in hogs:
             os.killpg(hog.pid, signal.SIGKILL)
             hog.wait()
     label = {**asdict(spec), "killed_at": killed_at, "seconds": time.time() - started}
@@ -502,21 +566,22 @@ def main() -> None:
 
 
 def build(chosen: list[Spec], out: Path, *, jobs: int = 2, echo: bool = False) -> list[str]:
-    """Run every spec not already in ``out``; msrun jobs (two workers) run alone."""
+    """Run every spec not already in ``out``; msrun jobs (two workers) and runs beside a
+    busy process (which would slow a run beside them) run alone."""
     out.mkdir(parents=True, exist_ok=True)
     results: list[str] = []
-    single = [s for s in chosen if s.fault != "bad_rank"]
+    alone = [s for s in chosen if s.fault == "bad_rank" or s.busy]
+    single = [s for s in chosen if s not in alone]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for line in pool.map(lambda s: run_one(s, out), single):
             results.append(line)
             if echo:
                 print(line, flush=True)
-    for spec in chosen:
-        if spec.fault == "bad_rank":
-            line = run_one(spec, out)
-            results.append(line)
-            if echo:
-                print(line, flush=True)
+    for spec in alone:
+        line = run_one(spec, out)
+        results.append(line)
+        if echo:
+            print(line, flush=True)
     return results
 
 

@@ -1,16 +1,19 @@
 """``grad_explosion`` and ``grad_vanishing``: the global gradient norm far above its
-running level, or near zero for several steps."""
+running level and its own spread for several steps (or at once, far enough), or near
+zero for several steps."""
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 from pydantic import AliasChoices, Field
 
 from mindwatch.common.i18n import N_
 from mindwatch.rules.base import MAX_WINDOW, Finding, Rule, RuleSettings, fmt
+from mindwatch.rules.sustained import TrainingClock
 
 __all__ = [
     "GradExplosionRule",
@@ -21,16 +24,43 @@ __all__ = [
 
 
 class GradExplosionSettings(RuleSettings):
-    """``grad_explosion``: the global gradient norm many times its running median (scale
-    free: what is "large" depends on the model and the loss scale), or above absolute
-    thresholds when ``warning`` / ``critical`` are set (the seeds' 10 and 20)."""
+    """``grad_explosion``: the global gradient norm many times its running median and
+    far outside its own run's spread, for several steps and a minimum of training time
+    (scale free: what is "large" depends on the model and the loss scale); or above
+    absolute thresholds when ``warning`` / ``critical`` are set (the seeds' 10 and 20)."""
 
     metric: str = Field(default="train/grad_norm", description="Tag.")
     factor: float = Field(
         default=10.0, gt=1, description="Warning above this many times the running median."
     )
     critical_factor: float = Field(
-        default=100.0, gt=1, description="Critical above this many times the running median."
+        default=100.0,
+        gt=1,
+        description="Critical above this many times the running median, at once (no "
+        "persistence needed).",
+    )
+    zscore: float = Field(
+        default=6.0,
+        ge=0,
+        description="Both levels: the log of the norm must also be this many robust "
+        "standard deviations (1.4826 x the median absolute deviation of the window's log "
+        "norms) above their median. A run whose norm swings widely from step to step "
+        "(small or heavy-tailed batches) needs a larger jump.",
+    )
+    points: int = Field(
+        default=3,
+        ge=1,
+        le=MAX_WINDOW,
+        description="Warning: consecutive points that pass both tests (a single outlier "
+        "step is the spike rule's business, not an explosion).",
+    )
+    min_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=86_400,
+        description="Warning: ... also lasting at least this many seconds of training "
+        "(from perf/step_time_ms; a run that logs no step time is judged on the points "
+        "alone): at 1 ms steps, 3 points are 3 ms. At most 86400 (a day).",
     )
     window: int = Field(
         default=100,
@@ -47,7 +77,8 @@ class GradExplosionSettings(RuleSettings):
         gt=0,
         validation_alias=AliasChoices("warning", "threshold"),
         description="Absolute warning threshold (alias: threshold; None: relative). "
-        "Setting it (or critical) replaces the relative test.",
+        "Setting it (or critical) replaces the relative test; each point is judged "
+        "alone.",
     )
     critical: Optional[float] = Field(
         default=None,
@@ -57,10 +88,22 @@ class GradExplosionSettings(RuleSettings):
 
 
 class GradExplosionRule(Rule[GradExplosionSettings]):
-    """The global gradient norm ``factor`` times its running median (``critical_factor``
-    for critical), after ``warmup`` points; or above absolute ``warning`` / ``critical``
-    when the settings give them. Relative by default: the first steps of a healthy run
-    often have norms of 10 or more, and what is large depends on the model."""
+    """The global gradient norm judged against its own recent history (the last
+    ``window`` points, after ``warmup``): its ratio to their median, and its robust
+    z-score, the distance of its log from their log median in units of their spread.
+
+    * critical: above ``critical_factor`` times the median and ``zscore`` deviations
+      out, at once;
+    * warning: above ``factor`` times the median and ``zscore`` deviations out on
+      ``points`` consecutive points spanning ``min_seconds`` of training (measured from
+      ``perf/step_time_ms``). One heavy-tailed batch makes a one-step outlier, and the
+      norm is back the next step; an explosion stays.
+
+    The points of a run that may become an explosion are kept out of the history until
+    it ends or fires (a long run of large norms must not become its own baseline); then
+    they join it. With absolute ``warning`` / ``critical`` settings each point is judged
+    alone against them. Relative by default: the first steps of a healthy run often
+    have norms of 10 or more, and what is large depends on the model."""
 
     name = "grad_explosion"
     settings_model = GradExplosionSettings
@@ -73,7 +116,7 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
         "absolute": N_("gradient norm {value} is above {limit}"),
         "relative": N_("gradient norm {value} is {ratio}x its running median {median}"),
     }
-    state = ("recent", "seen")
+    state = ("recent", "seen", "held", "run_ms")  # and the clock's (state_dict below)
 
     def __init__(self, settings: GradExplosionSettings) -> None:
         super().__init__(settings)
@@ -83,33 +126,78 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
             self.absolute = (warning, settings.critical or 2 * warning)
         self.recent: deque[float] = deque(maxlen=settings.window)
         self.seen = 0
+        # The current run of large points, kept out of ``recent`` until it ends or
+        # fires (bounded: a run longer than MAX_WINDOW points keeps its last ones).
+        self.held: deque[float] = deque(maxlen=MAX_WINDOW)
+        self.run_ms = 0.0  # training time when the point before the run ended
+        self.clock = TrainingClock()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "clock": self.clock.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.clock.load_state_dict(state.get("clock") or {})
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
+        before_ms = self.clock.ms
+        now_ms = self.clock.tick(step, values)
         value = self.finite(values, s.metric)
         if value is None:
             return []
         if self.absolute is not None:
-            warning, critical = self.absolute
-            if not value > warning:
-                return []
-            severity = "critical" if value > critical else "warning"
-            limit = critical if severity == "critical" else warning
-            message = self.message("absolute", value=fmt(value), limit=fmt(limit))
-            return [Finding(self.name, severity, s.metric, value, message, baseline=limit)]
-        found = []
+            return self._absolute(value)
+        found: list[Finding] = []
         if self.seen >= s.warmup and self.recent:
             ordered = sorted(self.recent)
             median = ordered[len(ordered) // 2]
-            if median > 0 and value > s.factor * median:
-                severity = "critical" if value > s.critical_factor * median else "warning"
+            if median > 0 and value > s.factor * median and self._far(value, median):
+                if not self.held:
+                    self.run_ms = before_ms
+                self.held.append(value)
+                ratio = value / median
+                lasted = (now_ms - self.run_ms) / 1000.0
+                if ratio > s.critical_factor:
+                    severity: Optional[str] = "critical"
+                elif len(self.held) >= s.points and (
+                    not self.clock.known or lasted >= s.min_seconds
+                ):
+                    severity = "warning"
+                else:
+                    severity = None
+                if severity is None:
+                    self.seen += 1
+                    return []  # held back: the history stays the one before the run
                 message = self.message(
-                    "relative", value=fmt(value), ratio=f"{value / median:.0f}", median=fmt(median)
+                    "relative", value=fmt(value), ratio=f"{ratio:.0f}", median=fmt(median)
                 )
-                found.append(Finding(self.name, severity, s.metric, value, message, median))
+                extra = {"points": len(self.held), "seconds": round(lasted, 3)}
+                found.append(
+                    Finding(self.name, severity, s.metric, value, message, median, extra=extra)
+                )
+        self.recent.extend(self.held)  # the run ended or fired: its points are history
+        self.held.clear()
         self.recent.append(value)
         self.seen += 1
         return found
+
+    def _far(self, value: float, median: float) -> bool:
+        """``value``'s log at least ``zscore`` robust deviations above the window's."""
+        center = math.log(median)
+        deviations = sorted(abs(math.log(v) - center) for v in self.recent if v > 0)
+        spread = 1.4826 * deviations[len(deviations) // 2]
+        return math.log(value) - center >= self.settings.zscore * spread
+
+    def _absolute(self, value: float) -> list[Finding]:
+        s = self.settings
+        warning, critical = self.absolute  # type: ignore[misc]
+        if not value > warning:
+            return []
+        severity = "critical" if value > critical else "warning"
+        limit = critical if severity == "critical" else warning
+        message = self.message("absolute", value=fmt(value), limit=fmt(limit))
+        return [Finding(self.name, severity, s.metric, value, message, baseline=limit)]
 
 
 class GradVanishingSettings(RuleSettings):
