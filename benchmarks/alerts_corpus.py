@@ -66,6 +66,8 @@ class Spec:
     rules: list[str] = field(default_factory=list)
     rank: Optional[int] = None  # the rank the alert must name (msrun)
     part: str = ""  # throughput_drop: the part that must be named
+    within: int = 10  # the fault must be caught this many steps after its onset ...
+    within_s: float = 0.0  # ... or, when set, this many seconds of training after it
 
     @property
     def healthy(self) -> bool:
@@ -217,6 +219,7 @@ def faulted_specs() -> list[Spec]:
             onset=200,
             rules=["throughput_drop"],
             part="input pipeline",
+            within_s=3.0,  # throughput_drop.min_seconds (2 s), then 1 s
         ),
         Spec(
             "fault-slow-compute",
@@ -226,6 +229,7 @@ def faulted_specs() -> list[Spec]:
             onset=200,
             rules=["throughput_drop"],
             part="compute",
+            within_s=3.0,  # throughput_drop.min_seconds (2 s), then 1 s
         ),
         Spec("fault-stall", steps=300, fault="stall", onset=150, rules=["stall"]),
         Spec(
@@ -234,8 +238,16 @@ def faulted_specs() -> list[Spec]:
             fault="plateau",
             onset=150,
             rules=["plateau"],
+            within=200,  # half as long as it improved, at least 100 steps
         ),
-        Spec("fault-divergence", steps=600, fault="drift", onset=300, rules=["divergence"]),
+        Spec(
+            "fault-divergence",
+            steps=600,
+            fault="drift",
+            onset=300,
+            rules=["divergence"],
+            within=100,  # stays above its minimum for a tenth of the points seen
+        ),
         Spec(
             "fault-eval-rebound",
             steps=300,
@@ -243,6 +255,7 @@ def faulted_specs() -> list[Spec]:
             fault="eval_drift",
             onset=150,
             rules=["eval_rebound"],
+            within=150,  # 3 rising evaluations, 50 steps apart
         ),
         Spec(
             "fault-bad-rank",

@@ -5,7 +5,9 @@ same :class:`~mindwatch.tools.watch.Watcher` ``mindwatch watch`` uses; ``stall``
 checked as a watcher would see the run ``stall.seconds`` after it was last written).
 Per rule it prints false alarms on the healthy corpus (warning or critical), the faults
 it should catch, how many it caught (at or after the onset step, and naming the right
-rank or part where the label says), and the delay in steps (median, max).
+rank or part where the label says), and the delay in steps (median, max). Each fault
+has a window (``within`` steps, or ``within_s`` seconds of training for a rule whose
+persistence is in time, ``throughput_drop``): a fault caught later is LATE.
 
     python benchmarks/alerts_corpus.py [--quick]      # the runs (cached)
     python benchmarks/alerts_scorecard.py [--quick] [--build] [--markdown]
@@ -27,6 +29,7 @@ sys.path.insert(0, str(HERE))
 from alerts_corpus import DEFAULT_OUT, build, specs  # noqa: E402
 from mindwatch.alerts import Alert  # noqa: E402
 from mindwatch.config import RULE_NAMES, AlertSettings  # noqa: E402
+from mindwatch.events.reader import RunReader, Scalar  # noqa: E402
 from mindwatch.tools.watch import Watcher  # noqa: E402
 
 BAD = ("warning", "critical")
@@ -43,6 +46,8 @@ class Outcome:
     alerts: list[Alert]
     caught_by: Optional[str] = None
     delay: Optional[int] = None
+    delay_s: Optional[float] = None  # training seconds from the onset to the alert
+    late: bool = False  # caught after the fault's window (steps, or seconds)
     early: list[Alert] = field(default_factory=list)  # warning/critical before the onset
     problem: str = ""
 
@@ -77,10 +82,30 @@ def score(folder: Path, settings: AlertSettings) -> Outcome:
         out.caught_by, out.delay = first.rule, max(first.step - onset, 0)
         if first.rule == "stall":
             out.delay = None  # time-based: stall.seconds, not steps
+        else:
+            out.delay_s = _seconds(folder / "run", onset, first.step)
+            spec = WINDOWS.get(label["name"])
+            within, within_s = (spec.within, spec.within_s) if spec else (10, 0.0)
+            out.late = out.delay_s > within_s if within_s else out.delay > within
     else:
         seen = sorted({(a.rule, a.step, a.extra.get("part"), a.rank) for a in after})[:4]
         out.problem = f"not caught (after the onset: {seen})"
     return out
+
+
+WINDOWS = {spec.name: spec for spec in specs()}
+
+
+def _seconds(run: Path, onset: int, step: int) -> float:
+    """Training time from the start of step ``onset`` to the end of ``step``, summed
+    from the run's ``perf/step_time_ms``."""
+    reader = RunReader(run)
+    total = 0.0
+    for item in reader.read():
+        if isinstance(item, Scalar) and item.tag == "perf/step_time_ms":
+            if onset <= item.step <= step and item.value == item.value:
+                total += item.value
+    return total / 1000.0
 
 
 def table(outcomes: list[Outcome]) -> list[list[str]]:
@@ -127,7 +152,8 @@ def render(outcomes: list[Outcome], markdown: bool = False) -> str:
             if bad:
                 lines.append(f"FALSE ALARM {o.name}: " + "; ".join(a.line() for a in bad[:3]))
         else:
-            where = "" if o.delay is None else f" after {o.delay} steps"
+            where = "" if o.delay is None else f" after {o.delay} steps ({o.delay_s:.2f} s)"
+            where += " LATE" if o.late else ""
             status = f"caught by {o.caught_by}{where}" if o.caught_by else o.problem
             lines.append(f"{o.name} (onset {o.onset}, expects {'/'.join(o.rules)}): {status}")
             for a in o.early:
@@ -172,6 +198,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
             if a.severity in BAD
         ],
         "missed": [o.name for o in outcomes if not o.healthy and o.caught_by is None],
+        "late": [(o.name, o.delay, o.delay_s) for o in outcomes if o.late],
         "early": [(o.name, a.rule, a.step) for o in outcomes for a in o.early],
     }
 
