@@ -99,13 +99,13 @@ WINDOWS = {spec.name: spec for spec in specs()}
 def _seconds(run: Path, onset: int, step: int) -> float:
     """Training time from the start of step ``onset`` to the end of ``step``, summed
     from the run's ``perf/step_time_ms``."""
-    reader = RunReader(run)
-    total = 0.0
-    for item in reader.read():
-        if isinstance(item, Scalar) and item.tag == "perf/step_time_ms":
-            if onset <= item.step <= step and item.value == item.value:
-                total += item.value
-    return total / 1000.0
+    times = [
+        item.value
+        for item in RunReader(run).read()
+        if isinstance(item, Scalar) and item.tag == "perf/step_time_ms"
+        if onset <= item.step <= step and item.value == item.value
+    ]
+    return sum(times) / 1000.0
 
 
 def table(outcomes: list[Outcome]) -> list[list[str]]:
