@@ -4,6 +4,7 @@ zero for several steps."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Mapping
@@ -67,7 +68,7 @@ class GradExplosionSettings(RuleSettings):
         ge=3,
         le=MAX_WINDOW,
         description="Points the running median is taken from (at most 10000: they are "
-        "sorted at every step).",
+        "kept sorted on the pipeline's thread).",
     )
     warmup: int = Field(
         default=10, ge=1, description="Points seen before the relative test may fire."
@@ -125,6 +126,7 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
             warning = settings.warning or settings.critical / 2  # type: ignore[operator]
             self.absolute = (warning, settings.critical or 2 * warning)
         self.recent: deque[float] = deque(maxlen=settings.window)
+        self.ordered: list[float] = []  # ``recent`` sorted, kept so (not state)
         self.seen = 0
         # The current run of large points, kept out of ``recent`` until it ends or
         # fires (bounded: a run longer than MAX_WINDOW points keeps its last ones).
@@ -138,6 +140,15 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
         self.clock.load_state_dict(state.get("clock") or {})
+        self.ordered = sorted(self.recent)
+
+    def _remember(self, value: float) -> None:
+        """``value`` joins the history (the oldest point leaves it when it is full)."""
+        recent, ordered = self.recent, self.ordered
+        if len(recent) == recent.maxlen:
+            del ordered[bisect.bisect_left(ordered, recent[0])]
+        recent.append(value)
+        bisect.insort(ordered, value)
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
@@ -150,7 +161,7 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
             return self._absolute(value)
         found: list[Finding] = []
         if self.seen >= s.warmup and self.recent:
-            ordered = sorted(self.recent)
+            ordered = self.ordered
             median = ordered[len(ordered) // 2]
             if median > 0 and value > s.factor * median and self._far(value, median):
                 if not self.held:
@@ -176,9 +187,10 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
                 found.append(
                     Finding(self.name, severity, s.metric, value, message, median, extra=extra)
                 )
-        self.recent.extend(self.held)  # the run ended or fired: its points are history
+        for held in self.held:  # the run ended or fired: its points are history
+            self._remember(held)
         self.held.clear()
-        self.recent.append(value)
+        self._remember(value)
         self.seen += 1
         return found
 
