@@ -275,6 +275,8 @@ QUICK = {
     "healthy-mlp-sgd-constant-b2-s1",
     "healthy-cnn-adam-cosine-b32-s0",
     "healthy-attn-adam-cosine-b16-s1",
+    "healthy-heavytail-mlp-sgd-b2-s0",
+    "healthy-busy-mlp-adam-b8-s1",
     "fault-nan-input",
     "fault-corrupt-labels",
     "fault-lr-blowup",

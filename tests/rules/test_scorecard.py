@@ -1,7 +1,8 @@
 """The alert scorecard on the reduced corpus: real MindSpore runs, replayed offline.
 
 ``benchmarks/alerts_corpus.py --quick`` trains a handful of short runs (healthy ones of
-each model, and faults: NaN input, corrupted labels, lr blow-up, slow data, slow
+each model, one of heavy-tailed label noise and one of 1 ms steps beside a busy
+process, and faults: NaN input, corrupted labels, lr blow-up, slow data, slow
 compute); ``benchmarks/alerts_scorecard.py`` replays them through the rules with the
 default settings. No healthy run may raise a warning or a critical alert, and every
 fault must be caught, from its onset and within its window, by its rule (a throughput

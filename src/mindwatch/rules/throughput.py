@@ -137,18 +137,22 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
             self.cached = None
 
     def _baseline(self) -> tuple[float, float]:
-        """The baseline's log median, and the robust standard deviation of what is
-        compared with it: the median of ``recent`` consecutive points (the baseline's
-        own such medians, 1.4826 x their median absolute deviation). A median of 12
-        points varies far less than one point does, by as much as the run's jitter
-        lasts from point to point: a loaded machine's bimodal steps are no reason to
-        miss a drop that lasts seconds. Kept until the baseline changes (it does not
-        while a drop waits)."""
+        """The baseline's log median, and the robust standard deviation (1.4826 x the
+        median absolute deviation from it) of the baseline's own rolling medians over a
+        quarter of its points, at least ``recent``: the noise of the run's level over a
+        stretch, not of one point. A drop must last ``min_seconds``, so what it is
+        measured against is the run's sustained speed: a loaded machine's stalls of a
+        few tens of steps in the baseline (seen: 5 ms steps taking 60 to 90 ms for 10
+        to 20 steps at a time, at a load average of 5 on 2 cores) are no reason to miss
+        a drop that lasts seconds, while a baseline whose level itself wanders still
+        needs a larger drop. Kept until the baseline changes (it does not while a drop
+        waits)."""
         if self.cached is None:
             logs = [math.log(v) for v in self.base]
             ordered = sorted(logs)
             center = ordered[len(ordered) // 2]
-            n, half = min(self.settings.recent, len(logs)), self.settings.recent // 2
+            n = min(max(self.settings.recent, len(logs) // 4), len(logs))
+            half = n // 2
             medians = [sorted(logs[i : i + n])[min(half, n - 1)] for i in range(len(logs) - n + 1)]
             mad = sorted(abs(m - center) for m in medians)[len(medians) // 2]
             self.cached = (center, 1.4826 * mad)
