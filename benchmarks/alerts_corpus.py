@@ -581,11 +581,13 @@ def main() -> None:
 
 
 def build(chosen: list[Spec], out: Path, *, jobs: int = 2, echo: bool = False) -> list[str]:
-    """Run every spec not already in ``out``; msrun jobs (two workers) and runs beside a
-    busy process (which would slow a run beside them) run alone."""
+    """Run every spec not already in ``out``; msrun jobs (two workers), runs beside a
+    busy process (which would slow a run beside them) and the heavy-tailed runs of ~1
+    ms steps (another run beside them is a busy process too: they are there for their
+    gradient norms) run alone."""
     out.mkdir(parents=True, exist_ok=True)
     results: list[str] = []
-    alone = [s for s in chosen if s.fault == "bad_rank" or s.busy]
+    alone = [s for s in chosen if s.fault == "bad_rank" or s.busy or s.label_tail]
     single = [s for s in chosen if s not in alone]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for line in pool.map(lambda s: run_one(s, out), single):
