@@ -140,3 +140,17 @@ def test_a_window_ends_at_the_alert_step() -> None:
     assert window.index(30) == 29
     assert window.index(31) is None
     assert set(window.scalars) == {"loss", "lr"}  # epoch is not kept
+
+
+def test_a_layer_departs_up_before_a_spike_and_down_before_vanishing() -> None:
+    squares, loss = healthy(200, seed=4)
+    squares[185:, 1] *= 0.01**2  # fc1.bias's gradient falls 100x from step 186
+    squares[190:, 2] *= 30.0**2  # fc2.weight's grows 30x from step 191
+    window = record(squares, loss).window(200)
+    up = movers(window, 200, lookback=20, z=6.0)
+    assert [(m.name, m.onset) for m in up] == [("fc2.weight", 191)]  # a dip is no cause
+    down = movers(window, 200, lookback=20, z=6.0, direction="down")
+    assert [(m.name, m.onset) for m in down] == [("fc1.bias", 186)]
+    squares[199, 3] = math.nan  # not finite: a departure either way
+    window = record(squares, loss).window(200)
+    assert "fc2.bias" in {m.name for m in movers(window, 200, lookback=20, z=6.0, direction="down")}

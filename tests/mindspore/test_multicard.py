@@ -126,9 +126,11 @@ def test_model_train_writes_one_reduced_run_and_names_the_bad_rank(tmp_path: Pat
     assert f"spike at step {CORRUPT[0]}, rank 1 ({host}, CPU)" in worker_log(tmp_path, 0)
     loss = dict(curves["train/loss"])
     assert min(loss[s] for s in CORRUPT) > 5 * max(loss[s] for s in range(11, 21))
-    # Exactly one global run (rank 0's) plus the two per-rank folders.
+    # Exactly one global run (rank 0's) plus the two per-rank folders, and the spike's
+    # forensics (docs/forensics.md), gathered from both ranks.
     run = tmp_path / "run"
-    assert {p.name for p in run.iterdir() if p.is_dir()} == {"rank_0", "rank_1"}
+    assert {p.name for p in run.iterdir() if p.is_dir()} == {"rank_0", "rank_1", "forensics"}
+    assert spikes[0]["forensics"]["ranks"] == [0, 1]
     assert len(list(run.glob("events.out.tfevents.*"))) == 1
     for rank in (0, 1):
         own = scalars(run / f"rank_{rank}")

@@ -30,6 +30,13 @@ step. The compute micro-benchmark is agreed the same way
 (:meth:`Aggregator.request_benchmark`, :meth:`Aggregator.take_benchmark`): every rank
 runs it right after the same reduction, whichever rank's clock said it was due.
 
+Forensics ride the same way (:meth:`Aggregator.request_forensics`, from rank 0's
+rules): the step travels in the next reduction's header, and right after that
+reduction every rank puts its own analysis of that step (:attr:`Aggregator.forensics`,
+a fixed-size slot: :mod:`mindwatch.forensics.exchange`) into one all-gather; rank 0
+hands every rank's slot to its output (``gathered``). Steps without an alert pay
+nothing; an alert pays one all-gather of a few hundred floats per rank.
+
 At start (:meth:`Aggregator.agree_on_start`) one all-gather gives every rank rank 0's
 new run folder and every rank's place (node, device: :mod:`mindwatch.aggregate.startup`);
 it is the only collective whose size grows with the world.
@@ -48,6 +55,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Union
@@ -66,6 +74,7 @@ from mindwatch.aggregate.startup import read_start, start_vector
 from mindwatch.common.waits import finite_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
+from mindwatch.forensics.exchange import SLOT
 from mindwatch.metrics.steps import Logged, Row, Telemetry
 from mindwatch.run.ranks import RankPlace
 
@@ -87,6 +96,9 @@ class ReducedOutput(Protocol):
 
     def failed(self, step: int, reason: str) -> None: ...
 
+    def gathered(self, step: int, slots: npt.NDArray[np.float64]) -> None:
+        """Every rank's forensics slot of ``step`` (rank 0): ``(world, SLOT)``."""
+
 
 BUDGET = 0.005  # auto interval: a reduction may cost this share of the step time
 AUTO_START = 10  # auto interval before anything is measured
@@ -106,6 +118,7 @@ class _Reduced:
     interval: int
     stop: bool
     bench: bool
+    gathered: Optional[tuple[int, npt.NDArray[np.float64]]] = None
 
 
 class _Prepared:
@@ -207,6 +220,12 @@ class Aggregator:
         self.stop_agreed = False
         self.bench_asked = False
         self._bench_agreed = False
+        # Forensics: steps rank 0's rules asked every rank about (one per reduction), and
+        # this rank's slot of a step (None: zeros, this rank has no recorder).
+        self._forensics_asked: deque[int] = deque(maxlen=64)
+        self.forensics: Optional[Callable[[int], npt.NDArray[np.float64]]] = None
+        # Sees this rank's local values of every step, as prepared (the flight recorder).
+        self.observe: Optional[Callable[[int, Values], None]] = None
         self._warn = WarnOnce(log)
 
     # ---------------------------------------------------------------- training thread
@@ -222,6 +241,11 @@ class Aggregator:
     def request_benchmark(self) -> None:
         """Ask every rank to run the compute micro-benchmark after the next reduction."""
         self.bench_asked = True
+
+    def request_forensics(self, step: int) -> None:
+        """Ask every rank for its forensics of ``step`` at the next reduction (rank 0's
+        rules; any thread: a deque append)."""
+        self._forensics_asked.append(int(step))
 
     def take_benchmark(self) -> bool:
         """Whether the reduction that just returned agreed on the micro-benchmark (once:
@@ -320,13 +344,16 @@ class Aggregator:
             return
         proposal = self._proposal(raw)  # steps and wall times only: as logged
         stop, bench = self.stop_asked, self.bench_asked
+        asked = self._forensics_asked[0] if self._forensics_asked and self.rank == 0 else None
         round_no = self._round
         self._round += 1
         started = time.perf_counter()
         self._handed_over = True
         try:
             done = self._guard.call(
-                lambda: self._reduce(pending.rows(), proposal, round_no, stop, bench),
+                lambda: self._reduce(
+                    pending.rows(), proposal, round_no, stop, bench, forensics=asked
+                ),
                 self.timeout,
                 after=self._write,
             )
@@ -341,6 +368,8 @@ class Aggregator:
             self.stop_agreed = True  # every rank reads it from this same reduction
         if done.bench:
             self.bench_asked, self._bench_agreed = False, True
+        if asked is not None and self._forensics_asked and self._forensics_asked[0] == asked:
+            self._forensics_asked.popleft()
         self.reductions += 1
         if raw:
             self.last_reduced_step = raw[-1][0]
@@ -440,9 +469,17 @@ class Aggregator:
     # ---------------------------------------------------------------- collective thread
 
     def _reduce(
-        self, rows: list[Row], proposal: int, round_no: int, stop: bool, bench: bool
+        self,
+        rows: list[Row],
+        proposal: int,
+        round_no: int,
+        stop: bool,
+        bench: bool,
+        *,
+        forensics: Optional[int] = None,
     ) -> _Reduced:
         """The four all-reduces (:mod:`mindwatch.aggregate.allreduce`); the agreed interval."""
+        self._observe(rows)
         tags: list[str] = []
         seen: set[str] = set()
         packed: list[tuple[int, dict[str, float]]] = []
@@ -467,12 +504,31 @@ class Aggregator:
             proposal=proposal,
             stop=stop,
             bench=bench,
+            forensics=forensics,
             rows=packed,
             tags=tags,
             table=table,
         )
         layout = reduced.layout
-        return _Reduced(reduced, tags, rows, layout.proposal, layout.stop, layout.bench)
+        gathered = None
+        if layout.forensics is not None:  # every rank reads the same header: all gather
+            slots = self.collective.all_gather(self._forensics_slot(layout.forensics))
+            gathered = (layout.forensics, np.asarray(slots, dtype=np.float64))
+        return _Reduced(reduced, tags, rows, layout.proposal, layout.stop, layout.bench, gathered)
+
+    def _forensics_slot(self, step: int) -> npt.NDArray[np.float64]:
+        """This rank's slot of ``step``; zeros when it has none or its analysis fails
+        (the all-gather must go ahead on every rank: a rank that skipped it would
+        leave the others waiting)."""
+        make = self.forensics
+        if make is not None:
+            try:
+                slot = np.asarray(make(step), dtype=np.float64)
+                if slot.shape == (SLOT,):
+                    return slot
+            except Exception as exc:  # a bug in forensics must not break the reduction
+                self._warn("forensics", "mindwatch: forensics of step %d failed: %r", step, exc)
+        return np.zeros(SLOT)
 
     def _write(self, pending: _Reduced) -> None:
         """After a successful reduction (collective thread): emit global and local points."""
@@ -486,6 +542,8 @@ class Aggregator:
         if output is not None:
             for step, values, wall, samples in steps:
                 output.step(MAIN, step, values, wall, samples)
+            if pending.gathered is not None and self.rank == 0:
+                output.gathered(*pending.gathered)
         self._write_local(pending.rows)
 
     def _global_values(self, pending: _Reduced) -> list[tuple[int, Values, float, Optional[float]]]:
@@ -504,8 +562,18 @@ class Aggregator:
             if mine:
                 output.step(RANK, step, mine, wall, samples)
 
+    def _observe(self, rows: Sequence[Row]) -> None:
+        observe = self.observe
+        if observe is not None:
+            try:
+                for row in rows:
+                    observe(row[0], row[2])
+            except Exception as exc:  # the recorder must not cost the reduction
+                self._warn("observe", "mindwatch: recording steps failed: %r", exc)
+
     def _write_local_values(self, rows: Sequence[Row]) -> None:
         """No reduction: rank 0's own values globally, and every rank's in its folder."""
+        self._observe(rows)
         output = self._output
         if output is not None and self.rank == 0:
             for step, wall, values, samples, _, _ in rows:

@@ -10,7 +10,9 @@ Rounds (``C`` = rank 0's steps x tags, the *cells*):
 
 1. *max*, :func:`layout_vector`: a check header (magic and round as ``x`` and ``-x``:
    one max shows whether every rank sent the same), the room rank 0 needs, the interval
-   proposal, the stop and benchmark requests, then rank 0's layout (steps in two 24-bit
+   proposal, the stop and benchmark requests, the step whose forensics rank 0 asks every
+   rank for (two 24-bit parts, -1 when none: :mod:`mindwatch.forensics.exchange`), then
+   rank 0's layout (steps in two 24-bit
    parts, tag ids in three 18-bit parts, its finite values as the shift of each cell)
    that the others send as -1 (-inf for the shifts), so every rank learns where to put
    its values;
@@ -64,7 +66,8 @@ AllReduce = Callable[[Floats, str], Floats]
 TOKENS, SAMPLES = "_w/tokens", "_w/samples"
 
 _CHECK = 2  # check words at the head of every round
-_HEAD = _CHECK + 2 + 6  # + round as (r, -r); needed, proposal, stop, bench, n_steps, n_tags
+# + round as (r, -r); needed, proposal, stop, bench, forensics (hi, lo), n_steps, n_tags
+_HEAD = _CHECK + 2 + 8
 _LOW = float(2**24)
 _PART = 2**18
 _SUMS = 9  # count, nan, +inf, -inf, sum, squares, weighted count, weighted sum, weight
@@ -97,6 +100,7 @@ class Layout:
     stop: bool
     bench: bool  # some rank asked for the compute micro-benchmark at this reduction
     needed: int
+    forensics: Optional[int] = None  # the step rank 0 asked every rank's forensics of
 
 
 @dataclass
@@ -144,6 +148,7 @@ def layout_vector(
     proposal: int,
     stop: bool,
     bench: bool = False,
+    forensics: Optional[int] = None,
     steps: Sequence[int],
     ids: Floats,
     values: Floats,
@@ -153,7 +158,8 @@ def layout_vector(
     need = layout_size(n_steps, n_tags) if rank == 0 else 0
     # -inf below every layout word (integers >= 0, finite shifts): max keeps rank 0's.
     out = np.full(capacity, -np.inf)
-    out[:_HEAD] = (MAGIC, -MAGIC, round_no, -round_no, need, proposal, stop, bench, -1, -1)
+    asked = (-1, -1) if forensics is None else divmod(int(forensics), int(_LOW))
+    out[:_HEAD] = (MAGIC, -MAGIC, round_no, -round_no, need, proposal, stop, bench, *asked, -1, -1)
     if rank != 0 or need > capacity:
         return out
     out[_HEAD - 2 : _HEAD] = (n_steps, n_tags)
@@ -172,8 +178,13 @@ def layout_vector(
 def read_layout(got: Floats, capacity: int, round_no: int, world: int) -> Layout:
     """Round 1's result, checked; the layout only when rank 0's fitted."""
     _check(got, capacity, "layout", (MAGIC, -MAGIC, round_no, -round_no), world)
-    need, proposal, stop, bench, n_steps, n_tags = (int(x) for x in got[_CHECK + 2 : _HEAD])
-    empty = Layout([], np.zeros(0), np.zeros((0, 0)), proposal, bool(stop), bool(bench), need)
+    need, proposal, stop, bench, f_hi, f_lo, n_steps, n_tags = (
+        int(x) for x in got[_CHECK + 2 : _HEAD]
+    )
+    asked = f_hi * int(_LOW) + f_lo if f_hi >= 0 and f_lo >= 0 else None
+    empty = Layout(
+        [], np.zeros(0), np.zeros((0, 0)), proposal, bool(stop), bool(bench), need, asked
+    )
     if need > capacity or n_steps < 0 or n_tags < 0:
         return empty
     if layout_size(n_steps, n_tags) != need:
@@ -187,7 +198,7 @@ def read_layout(got: Floats, capacity: int, round_no: int, world: int) -> Layout
     pos += 3 * n_tags
     shift = got[pos : pos + n_steps * n_tags].reshape(n_steps, n_tags)
     shift = np.where(np.isfinite(shift), shift, 0.0)
-    return Layout(steps, ids, shift, proposal, bool(stop), bool(bench), need)
+    return Layout(steps, ids, shift, proposal, bool(stop), bool(bench), need, asked)
 
 
 def local_cells(
@@ -303,6 +314,7 @@ def reduce_all(
     proposal: int,
     stop: bool,
     bench: bool = False,
+    forensics: Optional[int] = None,
     rows: Sequence[Any],
     tags: Sequence[str],
     table: ReductionTable,
@@ -325,6 +337,7 @@ def reduce_all(
             proposal=proposal,
             stop=stop,
             bench=bench,
+            forensics=forensics,
             steps=steps,
             ids=ids,
             values=mine,

@@ -35,6 +35,7 @@ __all__ = [
     "DivergenceSettings",
     "DynamicLRSettings",
     "EvalReboundSettings",
+    "ForensicsSettings",
     "GradExplosionSettings",
     "GradVanishingSettings",
     "HbmFullSettings",
@@ -163,6 +164,67 @@ class DynamicLRSettings(Settings):
     min_scale: float = Field(default=0.01, gt=0, le=1, description="Smallest one.")
 
 
+class ForensicsSettings(Settings):
+    """Spike forensics (docs/forensics.md): a flight recorder of the last ``window``
+    steps in memory, analysed when an alert of one of ``rules`` is raised."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Keep the flight recorder and explain alerts (first movers, the "
+        "first non-finite gradient, the batch, a skip list).",
+    )
+    window: int = Field(
+        default=256,
+        ge=16,
+        le=100_000,
+        description="Steps kept in memory (at most 100000: K x parameters x 8 bytes).",
+    )
+    lookback: int = Field(
+        default=32,
+        ge=1,
+        le=10_000,
+        description="The last steps before an alert judged against the ones before "
+        "them (at most 10000).",
+    )
+    z: float = Field(
+        default=6.0,
+        gt=0,
+        description="Robust z-score (median and MAD of a series' own history) at which "
+        "a series counts as departed.",
+    )
+    rules: list[str] = Field(
+        default_factory=lambda: [
+            "spike",
+            "nonfinite",
+            "grad_explosion",
+            "grad_vanishing",
+            "divergence",
+        ],
+        description="Rules whose warning or critical alerts are explained.",
+    )
+    gather_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="Under a reduction across ranks: seconds an alert waits for the other "
+        "ranks' windows (they travel with the next reduction); then it is written with "
+        "what arrived (at most 600).",
+    )
+    skip_list: bool = Field(
+        default=True,
+        description="Write <run>/skip.json with the batches of explained alerts, for a "
+        "resumed run to skip (docs/forensics.md).",
+    )
+
+    @field_validator("rules")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in RULE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown rule {unknown}; the rules are {', '.join(RULE_NAMES)}")
+        return value
+
+
 class _AlertsHead(Settings):
     """The ``alerts`` fields before the rules' sections (pydantic keeps a base's fields
     first: this split keeps the sections' place in the YAML dump and in docs/config.md)."""
@@ -224,6 +286,7 @@ class AlertSettings(_AlertsWithRules):
         description="Notifiers: webhook, dingtalk, feishu, wecom, slack, email (docs/alerts.md).",
     )
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+    forensics: ForensicsSettings = Field(default_factory=ForensicsSettings)
     language: Optional[Literal["zh", "en"]] = Field(
         default=None,
         description="Language of alert messages, likely causes, notifications and console "

@@ -12,6 +12,12 @@ ranked by that onset step, then by how far they departed at it (a fault in one l
 moves that layer most at the step it starts, and the others through the loss only
 afterwards or less).
 
+A layer departs in one direction: *up* (the default: what grew before a spike, an
+explosion, a divergence) or *down* (before a vanishing-gradient alert). A small
+parameter's gradient (a one-element bias) crosses zero now and then, and in log that is a
+deep dip of no meaning before a spike; scalars (the loss, lr, loss scale, whose drop
+precedes an overflow) depart either way.
+
 Why these choices: the spread is floored (1 % in log) so a flat series (a constant
 learning rate) does not make every wiggle infinite; the first departure, not the
 largest, answers "what moved first"; and a ranking, not one winner, lets the reader see
@@ -29,13 +35,13 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 
 from mindwatch.forensics.recorder import Window
 
-__all__ = ["Mover", "analyse", "first_nonfinite", "movers"]
+__all__ = ["Direction", "Mover", "analyse", "first_nonfinite", "movers"]
 
 _MAD_TO_SIGMA = 1.4826
 _FLOOR = 0.01  # the smallest spread (in log for positive series): 1 %
@@ -138,18 +144,40 @@ def _scored(window: Window, step: int, lookback: int) -> tuple[list[_Scored], Op
     return found, range(cut, rows)
 
 
+Direction = Literal["up", "down"]
+
+
 def movers(
-    window: Window, step: int, *, lookback: int, z: float, rank: Optional[int] = None
+    window: Window,
+    step: int,
+    *,
+    lookback: int,
+    z: float,
+    rank: Optional[int] = None,
+    direction: Direction = "up",
 ) -> list[Mover]:
     """Every series of ``window`` that departed in the ``lookback`` steps up to ``step``,
-    first movers first (see the module docs)."""
-    return _movers(window, _scored(window, step, lookback)[0], z, rank)
+    first movers first; layers in ``direction`` only (see the module docs)."""
+    return _movers(window, _scored(window, step, lookback)[0], z, rank, direction)
 
 
-def _movers(window: Window, scored: list[_Scored], z: float, rank: Optional[int]) -> list[Mover]:
+def _departed(s: _Scored, z: float, direction: Direction) -> np.ndarray[Any, Any]:
+    scores = np.asarray(s.scores, dtype=np.float64)
+    if s.kind != "layer":
+        out: np.ndarray[Any, Any] = np.abs(scores) >= z
+    elif direction == "up":
+        out = scores >= z
+    else:  # not finite (scored +inf) counts in either direction
+        out = (scores <= -z) | (scores == math.inf)
+    return out
+
+
+def _movers(
+    window: Window, scored: list[_Scored], z: float, rank: Optional[int], direction: Direction
+) -> list[Mover]:
     found = []
     for s in scored:
-        over = np.flatnonzero(np.abs(s.scores) >= z)
+        over = np.flatnonzero(_departed(s, z, direction))
         if over.size == 0:
             continue
         first = int(over[0])
@@ -197,12 +225,13 @@ def analyse(
     z: float,
     rank: Optional[int] = None,
     batch: Optional[int] = None,
+    direction: Direction = "up",
 ) -> dict[str, Any]:
     """The forensics of an alert at ``step``: first movers, the first non-finite
     gradient, the batch (rank, step, batch index, sample ids), and the heat of the
     layers around the alert (for the report's heatmap)."""
     scored, judged = _scored(window, step, lookback)
-    ranked = _movers(window, scored, z, rank)
+    ranked = _movers(window, scored, z, rank, direction)
     loss = next((m for m in ranked if m.name == "loss"), None)
     out: dict[str, Any] = {
         "step": step,

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -45,10 +45,14 @@ _ALIASES = {"train/loss": "loss", "train/loss_scale": "loss_scale", "train/grad_
 _LOGIT_MARK = "max_attention_logit"
 
 
-def recorded_scalars(values: Mapping[str, float]) -> dict[str, float]:
-    """The scalars of one step a recorder keeps, under their short names."""
+def recorded_scalars(
+    values: Union[Mapping[str, float], Iterable[tuple[str, float]]],
+) -> dict[str, float]:
+    """The scalars of one step a recorder keeps, under their short names (``values``:
+    a mapping, or the pipeline's ``(tag, value)`` pairs)."""
     kept: dict[str, float] = {}
-    for name, value in values.items():
+    pairs = values.items() if isinstance(values, Mapping) else values
+    for name, value in pairs:
         if name in SCALARS or _LOGIT_MARK in name:
             kept[_ALIASES.get(name, name)] = float(value)
     return kept
@@ -117,7 +121,9 @@ class FlightRecorder:
         """The samples of ``step``'s batch whose inputs held NaN or Inf."""
         self._bad.append((step, ids))
 
-    def add_scalars(self, step: int, values: Mapping[str, float]) -> None:
+    def add_scalars(
+        self, step: int, values: Union[Mapping[str, float], Iterable[tuple[str, float]]]
+    ) -> None:
         """Pipeline thread: the step's values (only :data:`SCALARS` and logits kept)."""
         kept = recorded_scalars(values)
         if kept:

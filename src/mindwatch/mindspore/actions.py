@@ -73,6 +73,36 @@ class LoopActions:
         ids = np.asarray(batch[position].asnumpy()).reshape(-1)[:_MAX_IDS].tolist()
         monitor.log_sample_ids(step, ids)
 
+    def nonfinite_samples(self, step: int, cb: Any, monitor: Monitor) -> None:
+        """A non-finite loss or gradient norm: which samples of the batch held NaN or Inf
+        in an input, for the flight recorder (their ids with ``alerts.sample_ids``, else their
+        positions in the batch as ``#i``). Only on such a step: it copies the batch."""
+        recorder = monitor.flight_recorder
+        batch = cb.get("train_dataset_element")
+        if recorder is None or not batch:
+            return
+        position = self.config.alerts.sample_ids
+        columns = [
+            np.asarray(t.asnumpy()) if hasattr(t, "asnumpy") else np.asarray(t) for t in batch
+        ]
+        rows = columns[0].shape[0] if columns and columns[0].ndim else 0
+        if rows == 0:
+            return
+        bad = np.zeros(rows, dtype=bool)
+        for j, data in enumerate(columns):
+            if j == position or data.ndim == 0 or data.shape[0] != rows:
+                continue
+            if np.issubdtype(data.dtype, np.floating):
+                bad |= ~np.isfinite(data.reshape(rows, -1)).all(axis=1)
+        if not bad.any():
+            return
+        where = np.flatnonzero(bad)[:_MAX_IDS]
+        if position is not None and position < len(columns):
+            ids = columns[position].reshape(rows, -1)[where, 0].tolist()
+        else:
+            ids = [f"#{int(i)}" for i in where]
+        recorder.add_nonfinite_samples(step, ids)
+
     def adjust_lr(
         self, step: int, grad_norm: float, monitor: Monitor, lr: Optional[LearningRateReader]
     ) -> None:

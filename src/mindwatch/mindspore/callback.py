@@ -54,6 +54,7 @@ logged once as a warning and that reading is skipped.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -82,7 +83,12 @@ from mindwatch.mindspore.flops import device_peak_tflops, graph_flops_per_step
 from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.lr import LearningRateReader, find_optimizer
 from mindwatch.mindspore.model import grad_norm_hint
-from mindwatch.mindspore.outputs import OutputLayout, output_layout, unpack_outputs
+from mindwatch.mindspore.outputs import (
+    OutputLayout,
+    output_layout,
+    squared_norms_array,
+    unpack_outputs,
+)
 from mindwatch.mindspore.tensors import to_float
 from mindwatch.monitor import Monitor
 from mindwatch.rules.straggler import BENCH_RANKS, StragglerRule
@@ -201,6 +207,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         self._trained = False  # a Model.train with this callback has had its first step
         self._warn = WarnOnce(log)
         self._layers = LayerRecorder(self.config)
+        self._forensics_layers = False  # the flight recorder gets the squared norms
         self._memory = Every(self.config.memory_every)
         self._device_memory = False
         straggler = self.config.alerts.rule(StragglerRule)
@@ -323,6 +330,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         train_network = cb.get("train_network")
         self._layout = output_layout(train_network)
         self._layers = self._layer_recorder(train_network)
+        self._forensics_layers = False  # the recorder gets the squared norms (_attach)
         self._samples = self._guarded(
             "batch size", lambda: cb.get("train_dataset").get_batch_size()
         )
@@ -345,6 +353,7 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         """What training begins with that needs the Monitor."""
         monitor, optimizer = self._live_monitor(), self._optimizer
         self._actions.begin(cb, optimizer, monitor)
+        self._guarded("flight recorder", lambda: self._prepare_recorder(cb, monitor))
         # MindFormers' cells return the lr the optimizer applied, computed in the graph;
         # but from their own copy of the schedule, which dynamic_lr does not scale.
         dynamic_lr = self._actions.dynamic_lr is not None
@@ -355,6 +364,17 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
         monitor.restart_clock()
         self._last_end = time.perf_counter()
         self._step_begin = None
+
+    def _prepare_recorder(self, cb: Any, monitor: Monitor) -> None:
+        """Name the per-parameter squared norms the train cell returns, in its order
+        (the order of its ``weights``: the gradients'), for the flight recorder."""
+        recorder = monitor.flight_recorder
+        train_network = cb.get("train_network")
+        if recorder is None or not self._layout.provides_squared_norms(train_network):
+            return
+        weights = getattr(train_network, "weights", None) or ()
+        recorder.set_layers([p.name for p in weights], squared_norms_array)
+        self._forensics_layers = bool(recorder.layer_names)
 
     def on_train_epoch_begin(self, run_context: Any) -> None:
         if self._monitor is None:
@@ -515,6 +535,10 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             self._guarded(
                 "sample ids", lambda: self._actions.note_sample_ids(step, cb, self.monitor)
             )
+        if self._forensics_layers:  # a reference to the cell's output: no device sync
+            recorder = self.monitor.flight_recorder
+            if recorder is not None:
+                recorder.add_layers(step, self._layout.squared_norms(cb.get("net_outputs")))
         if self._layers.active and self.monitor.writes_shared:  # the same on every rank
             histograms = self._layers.histograms_due(step)
             self._guarded(
@@ -548,6 +572,13 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
                 values["lr"] = lrs[0][1]
                 if len({lr for _, lr in lrs}) > 1:
                     values.update({f"train/lr/{name}": lr for name, lr in lrs})
+        # A NaN input may give a finite loss (ReLU maps NaN to 0 on some kernels) and a
+        # NaN gradient: either one sends us looking for the sample.
+        if any(not math.isfinite(values.get(k, 0.0)) for k in ("loss", "grad_norm")):
+            self._guarded(
+                "non-finite samples",
+                lambda: self._actions.nonfinite_samples(step, cb, self.monitor),
+            )
         epoch = cb.get("cur_epoch_num")
         if epoch:
             values["epoch"] = float(epoch)

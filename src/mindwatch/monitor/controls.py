@@ -19,6 +19,7 @@ from typing import Any, Optional, TypeVar
 from mindwatch.aggregate import Aggregator
 from mindwatch.alerts import Alert, Control, StepControls
 from mindwatch.events.writer import EventFileWriter, WriterStats
+from mindwatch.forensics import FlightRecorder
 from mindwatch.metrics.values import NonFiniteCounter, step_number
 from mindwatch.monitor.route import StepRoute
 from mindwatch.monitor.session import RunSession
@@ -98,6 +99,13 @@ class RunControls:
         """Tell the rules that the training loop can keep a "last stable" checkpoint
         (``keep_last_stable`` controls, ``alerts.last_stable_on``)."""
         self._pipeline.set_keeps_checkpoints(keeping)
+
+    @property
+    def flight_recorder(self) -> Optional[FlightRecorder]:
+        """This rank's flight recorder (``alerts.forensics``; None when off): the
+        MindSpore adapter appends each step's per-parameter squared gradient norms and
+        the ids of non-finite samples (docs/forensics.md)."""
+        return self._pipeline.recorder
 
     def log_sample_ids(self, step: int, ids: Sequence[Any]) -> None:
         """The sample ids of ``step``'s batch: an alert at that step names them."""

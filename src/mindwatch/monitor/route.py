@@ -31,6 +31,7 @@ from mindwatch.alerts import NOTHING_DUE, Control, StepControls
 from mindwatch.common.waits import wait_seconds
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
+from mindwatch.forensics.exchange import rank_slot
 from mindwatch.metrics.derived import StepRates, Values
 from mindwatch.metrics.steps import LocalSteps, Logged
 from mindwatch.pipeline import Pipeline
@@ -227,6 +228,25 @@ class ReducedRoute(StepRoute):
         self._judges = self.judge_each_step and pipeline.writes_main
         self._failure_recorded = False
         aggregator.connect(pipeline)
+        self._connect_forensics(pipeline, config, aggregator)
+
+    @staticmethod
+    def _connect_forensics(
+        pipeline: Pipeline, config: MonitorConfig, aggregator: Aggregator
+    ) -> None:
+        """Every rank's flight recorder gets its own local values from the aggregator,
+        and answers rank 0's forensics requests with its slot; rank 0's rules ask."""
+        recorder = pipeline.recorder
+        if recorder is None:
+            return
+        settings = config.alerts.forensics
+        rank = aggregator.rank
+        aggregator.observe = recorder.add_scalars
+        aggregator.forensics = lambda step: rank_slot(
+            recorder, step, lookback=settings.lookback, z=settings.z, rank=rank
+        )
+        if pipeline.alerting is not None:
+            pipeline.alerting.gather_with(aggregator.request_forensics)
 
     def log(self, logged: Logged) -> None:
         aggregator = self.aggregator

@@ -13,11 +13,19 @@ step's batch (when the caller logged them), then its actions:
 
 Every other alert is written at once: ``alerts.jsonl`` and the log (:class:`AlertLog`),
 the notifiers (a dispatcher with its own thread), and :attr:`Alerting.alerts`.
+
+An alert of a rule in ``alerts.forensics.rules`` is analysed first, from this rank's
+flight recorder (:class:`~mindwatch.pipeline.investigate.Investigator`). Under a
+reduction across ranks (:meth:`Alerting.gather_with`) it then waits for every rank's
+analysis, which rides the next reduction (:meth:`Alerting.gathered`), at most
+``alerts.forensics.gather_timeout`` seconds; then it is written with what arrived. Its
+stop, if it asks for one, is not delayed: only the line waits.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -26,6 +34,8 @@ from mindwatch.alerts import Alert, AlertLog, Control
 from mindwatch.alerts.engine import RuleEngine
 from mindwatch.common.i18n import _, set_language
 from mindwatch.config import AlertSettings
+from mindwatch.forensics import FlightRecorder
+from mindwatch.pipeline.investigate import Investigator
 from mindwatch.run.ranks import RankPlace
 
 if TYPE_CHECKING:
@@ -54,6 +64,7 @@ class Alerting:
         dispatcher: the notifiers (None: none configured).
         control: where controls go (the pipeline's queue back to the training loop;
             the pipeline that runs these rules connects its own: :meth:`connect`).
+        recorder: this rank's flight recorder (None: no forensics).
     """
 
     def __init__(
@@ -66,6 +77,7 @@ class Alerting:
         alert_log: AlertLog,
         dispatcher: Optional[Dispatcher],
         control: Optional[Callable[[Control], None]] = None,
+        recorder: Optional[FlightRecorder] = None,
     ) -> None:
         self.settings = settings
         if settings.language is not None:  # process-wide, like the locale it overrides
@@ -79,10 +91,57 @@ class Alerting:
         self.keeps_checkpoints = False  # the training loop can keep a last stable one
         self._sample_ids: OrderedDict[int, list[Any]] = OrderedDict()
         self._stopping = False  # a stop was asked for (its warning is logged once)
+        self.investigator: Optional[Investigator] = None
+        if recorder is not None and settings.forensics.enabled:
+            run_dir = alert_log.path.parent
+            self.investigator = Investigator(settings.forensics, recorder, run_dir, rank)
+        self._gather: Optional[Callable[[int], None]] = None
+        # Alerts waiting for the other ranks' forensics: (alert, analysis, deadline).
+        self._held: list[tuple[Alert, dict[str, Any], float]] = []
 
     def connect(self, control: Callable[[Control], None]) -> None:
         """Send the controls decided from now on to ``control``."""
         self._control = control
+
+    @property
+    def holding(self) -> bool:
+        """Whether alerts wait for the other ranks' forensics."""
+        return bool(self._held)
+
+    def gather_with(self, request: Callable[[int], None]) -> None:
+        """Under a reduction: ``request(step)`` asks every rank for its forensics of
+        ``step`` (they come back through :meth:`gathered`)."""
+        self._gather = request
+
+    def gather_off(self) -> None:
+        """The reductions stopped: from now on alerts are explained from this rank only."""
+        self._gather = None
+
+    def gathered(self, step: int, slots: Any) -> list[Alert]:
+        """Every rank's forensics slot of ``step``: write the alerts that waited for
+        it; returns them."""
+        written, waiting, self._held = [], self._held, []
+        for alert, local, deadline in waiting:
+            if alert.step == step:
+                self._write(alert, local, slots)
+                written.append(alert)
+            else:
+                self._held.append((alert, local, deadline))
+        return written
+
+    def expire(self, now: Optional[float] = None) -> list[Alert]:
+        """Write the alerts whose wait for the other ranks is over (``None``: all of
+        them, e.g. the reductions failed or the run ends); returns them."""
+        if not self._held:
+            return []
+        written, waiting, self._held = [], self._held, []
+        for alert, local, deadline in waiting:
+            if now is None or now >= deadline:
+                self._write(alert, local, None)
+                written.append(alert)
+            else:
+                self._held.append((alert, local, deadline))
+        return written
 
     def note_sample_ids(self, step: int, ids: list[Any]) -> None:
         """The sample ids of ``step``'s batch, for an alert at that step."""
@@ -127,7 +186,30 @@ class Alerting:
         return True
 
     def report(self, alert: Alert) -> None:
-        """Write an alert: the list, ``alerts.jsonl`` and the log, the notifiers."""
+        """Write an alert: the list, ``alerts.jsonl`` and the log, the notifiers (after
+        its forensics, when it has them: see the module docs)."""
+        inv = self.investigator
+        if inv is None or not inv.explains(alert) or "forensics" in alert.extra:
+            self._write(alert)
+            return
+        try:
+            local = inv.analyse(alert.step, alert.batch, rule=alert.rule)
+        except Exception as exc:  # written without forensics, never lost
+            log.warning("mindwatch: the forensics of step %d failed: %r", alert.step, exc)
+            self._write(alert)
+            return
+        if self._gather is not None:
+            self._gather(alert.step)
+            deadline = time.monotonic() + inv.settings.gather_timeout
+            self._held.append((alert, local, deadline))
+            return
+        self._write(alert, local)
+
+    def _write(
+        self, alert: Alert, local: Optional[dict[str, Any]] = None, slots: Any = None
+    ) -> None:
+        if local is not None and self.investigator is not None:
+            self.investigator.finish(alert, local, slots)
         if len(self.alerts) < MAX_KEPT:
             self.alerts.append(alert)
         self.alert_log.write(alert)
@@ -145,7 +227,9 @@ class Alerting:
 
     def close(self, timeout: Optional[float] = None) -> None:
         """Deliver what is queued, but no longer than one alert's delivery with its
-        retries (capped at 10 s): a hanging endpoint must not hold the end of training."""
+        retries (capped at 10 s): a hanging endpoint must not hold the end of training.
+        Alerts still waiting for the other ranks' forensics are written first."""
+        self.expire()
         if self.dispatcher is None:
             return
         d = self.settings.delivery

@@ -37,6 +37,7 @@ from mindwatch.common.redact import redact_value
 from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import EventFileWriter, LogDirError, WriterStats
 from mindwatch.exporter import RunExporter
+from mindwatch.forensics import FlightRecorder
 from mindwatch.metrics.steps import LocalSteps
 from mindwatch.pipeline.alerting import Alerting
 from mindwatch.pipeline.pipeline import Pipeline
@@ -224,6 +225,11 @@ def open_outputs(
         if places:
             run.update(ranks=[p.to_dict() for p in places])
         run.write()
+    # Every rank keeps its own flight recorder: under reduction rank 0's rules ask the
+    # others for their analysis of an alert's step (mindwatch.forensics.exchange).
+    recorder = None
+    if cfg.alerts.enabled and cfg.alerts.forensics.enabled:
+        recorder = FlightRecorder(cfg.alerts.forensics.window)
     alerting = None
     if cfg.alerts.enabled and main_tb is not None:
         dispatcher = None
@@ -238,6 +244,7 @@ def open_outputs(
             places=places,
             alert_log=AlertLog(main_tb.writer.logdir / ALERTS_FILE),
             dispatcher=dispatcher,
+            recorder=recorder,
         )
 
     def open_rank_folder() -> Optional[SinkGroup]:
@@ -255,6 +262,7 @@ def open_outputs(
         local=local,
         perplexity=cfg.perplexity,
         alerting=alerting,
+        recorder=recorder,
         open_rank_folder=open_rank_folder if reduced and rank != 0 and rank_tb is None else None,
         max_queue=cfg.max_queue,
         max_block_secs=cfg.max_block_secs,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
@@ -47,6 +48,7 @@ from mindwatch.alerts import Alert, Control
 from mindwatch.common.handoff import Handoff
 from mindwatch.common.waits import finite_seconds, wait_seconds
 from mindwatch.common.warn import WarnOnce
+from mindwatch.forensics import FlightRecorder
 from mindwatch.metrics.derived import Values
 from mindwatch.metrics.steps import LocalSteps, Logged, RunValues, logged_points
 from mindwatch.pipeline.alerting import Alerting
@@ -67,10 +69,10 @@ MAIN, RANK, BOTH = 0, 1, 2
 # with its kind, a string:
 # (_STEP, route, step, values, wall, samples) | (_EVAL, step, values) |
 # (_ITEM, route, item) | (_ALERT, alert) | (_IDS, step, ids) | (_SETTING, setter, value) |
-# (_FAILED, step, reason) | (_SINK, route, sink)
+# (_FAILED, step, reason) | (_SINK, route, sink) | (_GATHERED, step, slots)
 # (The hand-off queues its own barriers and its stop: mindwatch.common.handoff.)
 _STEP, _EVAL, _ITEM, _ALERT, _IDS = "step", "eval", "item", "alert", "ids"
-_SETTING, _FAILED, _SINK = "setting", "failed", "sink"
+_SETTING, _FAILED, _SINK, _GATHERED = "setting", "failed", "sink", "gathered"
 
 PERIOD = 0.1  # longest wait before queued records are processed (seconds)
 _HIGH_WATER = 1024  # wake the thread early once this many records wait
@@ -111,6 +113,8 @@ class Pipeline:
             ``eval/perplexity`` to every evaluation with a loss (unless the caller
             logs that tag itself).
         alerting: the rules, on ``main``'s steps (None: no rules here).
+        recorder: this rank's flight recorder (:mod:`mindwatch.forensics`): it gets the
+            local values of every step this thread derives, and the batches' sample ids.
         open_rank_folder: the sinks of this rank's own folder, opened when a reduction
             fails on a rank that had none (its values are not lost), or None.
         max_queue: records that may wait; a producer of more waits for room, then
@@ -129,6 +133,7 @@ class Pipeline:
         local: LocalSteps,
         perplexity: bool = False,
         alerting: Optional[Alerting] = None,
+        recorder: Optional[FlightRecorder] = None,
         open_rank_folder: Optional[Callable[[], Optional[SinkGroup]]] = None,
         max_queue: int = 100_000,
         max_block_secs: float = 1.0,
@@ -139,6 +144,7 @@ class Pipeline:
         self.local = local
         self._derived = RunValues(local, perplexity=perplexity)
         self.alerting = alerting
+        self.recorder = recorder
         self._open_rank_folder = open_rank_folder
         self._max_queue = max_queue
         # Finite, or a wait on them raises OverflowError (in the caller or the thread).
@@ -235,6 +241,10 @@ class Pipeline:
         """A derived (and, for ``MAIN``, reduced) step, e.g. from the aggregator."""
         self.submit((_STEP, route, step, values, wall, samples))
 
+    def gathered(self, step: int, slots: Any) -> None:
+        """Every rank's forensics of ``step`` (rank 0, from the aggregator)."""
+        self.submit((_GATHERED, step, slots))
+
     def failed(self, step: int, reason: str) -> None:
         """Reductions stopped at ``step``: this rank's own values need a folder."""
         self.submit((_FAILED, step, reason))
@@ -288,6 +298,8 @@ class Pipeline:
     def _handle(self, entry: tuple[Any, ...]) -> None:
         try:
             self._process(entry)
+            if self.alerting is not None and self.alerting.holding:
+                self._raised(self.alerting.expire(time.monotonic()))
         except Exception as exc:  # never lose the thread over one record
             kind = "logged step" if type(entry[0]) is int else entry[0]
             self._warn_once(f"kind {kind}", f"a record could not be processed: {exc!r}")
@@ -308,7 +320,10 @@ class Pipeline:
         kind = entry[0]
         if type(kind) is int:  # a step as logged
             step, wall, values, samples, _, _ = self.local(entry)
-            self._main_step(step, self._derived.step(values, count=True), wall, samples)
+            values = self._derived.step(values, count=True)
+            if self.recorder is not None:
+                self.recorder.add_scalars(step, values)
+            self._main_step(step, values, wall, samples)
         elif kind == _STEP:
             _, route, step, values, wall, samples = entry
             values = self._derived.step(values)  # the rank stage counted its own already
@@ -330,14 +345,23 @@ class Pipeline:
                 self.alerting.report(entry[1])
                 self.main.write(RaisedAlert(entry[1]))
         elif kind == _IDS:
+            if self.recorder is not None:
+                self.recorder.add_sample_ids(entry[1], entry[2])
             if self.alerting is not None:
                 self.alerting.note_sample_ids(entry[1], entry[2])
+        elif kind == _GATHERED:
+            if self.alerting is not None:
+                self._raised(self.alerting.gathered(entry[1], entry[2]))
         elif kind == _SETTING:
             entry[1](entry[2])
         elif kind == _FAILED:
             self._failed(entry[1], entry[2])
         elif kind == _SINK:
             (self.main if entry[1] == MAIN else self.rank).add(entry[2])
+
+    def _raised(self, alerts: list[Alert]) -> None:
+        for alert in alerts:
+            self.main.write(RaisedAlert(alert))
 
     def _main_step(self, step: int, values: Values, wall: float, samples: Any) -> None:
         self.main.write(StepValues(step, values, wall, samples))
@@ -373,6 +397,9 @@ class Pipeline:
         self.local.rates.peak_tflops = peak
 
     def _failed(self, step: int, reason: str) -> None:
+        if self.alerting is not None:  # no reduction will bring the other ranks' forensics
+            self.alerting.gather_off()
+            self._raised(self.alerting.expire())
         opener = self._open_rank_folder
         if opener is None:
             return
@@ -384,6 +411,8 @@ class Pipeline:
             self.rank = self.main = opened  # its values, and the shared ones from now on
 
     def _finish(self, timeout: Optional[float]) -> None:
+        if self.alerting is not None:  # alerts waiting for other ranks: written now
+            self._raised(self.alerting.expire())
         for group in self._groups():
             group.close(timeout)
 
