@@ -160,18 +160,35 @@ def test_an_outlier_of_one_or_two_steps_is_no_explosion(width: int) -> None:
     assert run(grad_steps(norms)) == []
 
 
-def test_a_warning_level_explosion_must_also_last_its_min_seconds() -> None:
-    """At 1 ms steps three large points are 3 ms: the warning waits until the norm has
-    stayed up for ``min_seconds`` (1 s: 1,000 steps), then fires once."""
+def test_a_warning_level_explosion_lasts_its_min_seconds_when_set() -> None:
+    """By default three points are enough, at any step time; with ``min_seconds: 1`` at
+    1 ms steps the warning waits until the norm has stayed up for 1 s (1,000 steps),
+    then fires once, against the median before the run."""
     norms = [1.0] * 200 + [20.0] * 1200
-    alerts = run(grad_steps(norms, step_ms=1.0))
+    assert [(a.severity, a.step) for a in run(grad_steps(norms, step_ms=1.0))] == [("warning", 203)]
+    alerts = run(grad_steps(norms, step_ms=1.0), {"grad_explosion": {"min_seconds": 1.0}})
     assert [(a.severity, a.step) for a in alerts] == [("warning", 1200)]
     assert alerts[0].extra["points"] == 1000
     assert alerts[0].extra["seconds"] == pytest.approx(1.0)
     assert alerts[0].baseline == pytest.approx(1.0)  # the run was kept out of the median
     # At 500 ms steps the three points span 1.5 s: the third one fires.
-    alerts = run(grad_steps([1.0] * 200 + [20.0] * 5, step_ms=500.0))
+    alerts = run(
+        grad_steps([1.0] * 200 + [20.0] * 5, step_ms=500.0),
+        {"grad_explosion": {"min_seconds": 1.0}},
+    )
     assert [(a.severity, a.step) for a in alerts] == [("warning", 203)]
+
+
+def test_an_explosion_hovering_about_the_factor_warns_at_its_third_point() -> None:
+    """A layer's gradient 50x from step 201 puts the global norm at 6 to 15x its median,
+    in and out of the 10x bar: one explosion, warned at its third point; a single 12x
+    step with the norm barely up after it (1.2x on a steady series) is none."""
+    rng = np.random.default_rng(5)
+    steady = [0.2 * rng.lognormal(0, 0.25) for _ in range(200)]
+    hovering = steady + [0.2 * f for f in (14.0, 6.0, 7.5, 11.0, 5.5, 9.0)]
+    alerts = run(grad_steps(hovering))
+    assert [(a.severity, a.step) for a in alerts] == [("warning", 203)]
+    assert run(grad_steps([*steady, 0.2 * 12, 0.2 * 1.2, 0.2 * 1.2, 0.2])) == []
 
 
 def test_a_jump_inside_a_wide_spread_is_no_explosion() -> None:
@@ -189,12 +206,13 @@ def test_the_explosion_rule_state_survives_a_restart_in_the_middle_of_a_run() ->
     the restored rule fires at the same step, with the same baseline."""
     norms = [1.0] * 100 + [20.0] * 300
     series = grad_steps(norms, step_ms=5.0)
-    whole = run(series)
-    first = RuleEngine(AlertSettings(), run="test", rank=0)
+    settings = {"grad_explosion": {"min_seconds": 1.0}}
+    whole = run(series, settings)
+    first = RuleEngine(AlertSettings(**settings), run="test", rank=0)
     for step, values in series[:103]:
         first.observe(step, values)
     state = json.loads(json.dumps(first.state_dict()))
-    second = RuleEngine(AlertSettings(), run="test", rank=0)
+    second = RuleEngine(AlertSettings(**settings), run="test", rank=0)
     second.load_state_dict(state)
     resumed = [a for step, values in series[103:] for a in second.observe(step, values)]
     assert [(a.step, a.baseline) for a in resumed] == [(a.step, a.baseline) for a in whole]

@@ -26,9 +26,9 @@ __all__ = [
 
 class GradExplosionSettings(RuleSettings):
     """``grad_explosion``: the global gradient norm many times its running median and
-    far outside its own run's spread, for several steps and a minimum of training time
-    (scale free: what is "large" depends on the model and the loss scale); or above
-    absolute thresholds when ``warning`` / ``critical`` are set (the seeds' 10 and 20)."""
+    far outside its own run's spread, for several steps (scale free: what is "large"
+    depends on the model and the loss scale); or above absolute thresholds when
+    ``warning`` / ``critical`` are set (the seeds' 10 and 20)."""
 
     metric: str = Field(default="train/grad_norm", description="Tag.")
     factor: float = Field(
@@ -52,16 +52,21 @@ class GradExplosionSettings(RuleSettings):
         default=3,
         ge=1,
         le=MAX_WINDOW,
-        description="Warning: consecutive points that pass both tests (a single outlier "
-        "step is the spike rule's business, not an explosion).",
+        description="Warning: points in a row out of the run's range: the first above "
+        "factor and zscore, the next at least half as far out in log (sqrt(factor) "
+        "times the median, zscore / 2 deviations). A single outlier step is the spike "
+        "rule's business, not an explosion.",
     )
     min_seconds: float = Field(
-        default=1.0,
+        default=0.0,
         ge=0,
         le=86_400,
         description="Warning: ... also lasting at least this many seconds of training "
         "(from perf/step_time_ms; a run that logs no step time is judged on the points "
-        "alone): at 1 ms steps, 3 points are 3 ms. At most 86400 (a day).",
+        "alone). 0 by default: a gradient norm means the same at any step time, and a "
+        "layer whose gradient is 50x from step 300 must warn within 3 steps (the "
+        "forensics need the onset in their window) even at 5 ms steps. At most 86400 "
+        "(a day).",
     )
     window: int = Field(
         default=100,
@@ -95,10 +100,12 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
 
     * critical: above ``critical_factor`` times the median and ``zscore`` deviations
       out, at once;
-    * warning: above ``factor`` times the median and ``zscore`` deviations out on
-      ``points`` consecutive points spanning ``min_seconds`` of training (measured from
-      ``perf/step_time_ms``). One heavy-tailed batch makes a one-step outlier, and the
-      norm is back the next step; an explosion stays.
+    * warning: above ``factor`` times the median and ``zscore`` deviations out, and
+      the points after it still half as far out in log (above ``sqrt(factor)`` times
+      the median and ``zscore / 2`` deviations), ``points`` points in a row, spanning
+      ``min_seconds`` of training when set (measured from ``perf/step_time_ms``). One
+      heavy-tailed batch makes a one-step outlier, and the norm is back the next step;
+      an explosion stays out, though it may hover about 10x.
 
     The points of a run that may become an explosion are kept out of the history until
     it ends or fires (a long run of large norms must not become its own baseline); then
@@ -163,7 +170,11 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
         if self.seen >= s.warmup and self.recent:
             ordered = self.ordered
             median = ordered[len(ordered) // 2]
-            if median > 0 and value > s.factor * median and self._far(value, median):
+            # A run starts with a point out on both tests, and goes on while its points
+            # stay half as far out (in log) on both: a norm hovering about 10x is one
+            # explosion, a heavy-tailed step followed by a normal one is none.
+            part = 0.5 if self.held else 1.0
+            if median > 0 and value > s.factor**part * median and self._far(value, median, part):
                 if not self.held:
                     self.run_ms = before_ms
                 self.held.append(value)
@@ -194,12 +205,13 @@ class GradExplosionRule(Rule[GradExplosionSettings]):
         self.seen += 1
         return found
 
-    def _far(self, value: float, median: float) -> bool:
-        """``value``'s log at least ``zscore`` robust deviations above the window's."""
+    def _far(self, value: float, median: float, part: float = 1.0) -> bool:
+        """``value``'s log at least ``part`` x ``zscore`` robust deviations above the
+        window's."""
         center = math.log(median)
         deviations = sorted(abs(math.log(v) - center) for v in self.recent if v > 0)
         spread = 1.4826 * deviations[len(deviations) // 2]
-        return math.log(value) - center >= self.settings.zscore * spread
+        return math.log(value) - center >= part * self.settings.zscore * spread
 
     def _absolute(self, value: float) -> list[Finding]:
         s = self.settings
