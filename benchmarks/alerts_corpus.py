@@ -219,7 +219,7 @@ def faulted_specs() -> list[Spec]:
             onset=200,
             rules=["throughput_drop"],
             part="input pipeline",
-            within_s=3.0,  # throughput_drop.min_seconds (2 s), then 1 s
+            within_s=3.0,  # min_seconds (2 s) + 1 s, + 'recent' steps (the scorecard)
         ),
         Spec(
             "fault-slow-compute",
@@ -229,7 +229,7 @@ def faulted_specs() -> list[Spec]:
             onset=200,
             rules=["throughput_drop"],
             part="compute",
-            within_s=3.0,  # throughput_drop.min_seconds (2 s), then 1 s
+            within_s=3.0,  # min_seconds (2 s) + 1 s, + 'recent' steps (the scorecard)
         ),
         Spec("fault-stall", steps=300, fault="stall", onset=150, rules=["stall"]),
         Spec(

@@ -6,8 +6,9 @@ checked as a watcher would see the run ``stall.seconds`` after it was last writt
 Per rule it prints false alarms on the healthy corpus (warning or critical), the faults
 it should catch, how many it caught (at or after the onset step, and naming the right
 rank or part where the label says), and the delay in steps (median, max). Each fault
-has a window (``within`` steps, or ``within_s`` seconds of training for a rule whose
-persistence is in time, ``throughput_drop``): a fault caught later is LATE.
+has a window (``within`` steps, or for ``throughput_drop``, whose persistence is in
+time, ``within_s`` seconds of training plus ``recent`` steps at the run's pace after the
+onset: its median must turn first): a fault caught later is LATE.
 
     python benchmarks/alerts_corpus.py [--quick]      # the runs (cached)
     python benchmarks/alerts_scorecard.py [--quick] [--build] [--markdown]
@@ -83,9 +84,16 @@ def score(folder: Path, settings: AlertSettings) -> Outcome:
         if first.rule == "stall":
             out.delay = None  # time-based: stall.seconds, not steps
         else:
-            out.delay_s = _seconds(folder / "run", onset, first.step)
+            times = _step_times(folder / "run", onset, first.step)
+            out.delay_s = sum(times)
             spec = WINDOWS.get(label["name"])
             within, within_s = (spec.within, spec.within_s) if spec else (10, 0.0)
+            if within_s:
+                # The drop's median must turn first: half the rule's recent points, at
+                # the run's pace after the onset, and as many again for the prefetched
+                # batches of a slow input pipeline.
+                pace = sorted(times)[len(times) // 2] if times else 0.0
+                within_s += settings.throughput_drop.recent * pace
             out.late = out.delay_s > within_s if within_s else out.delay > within
     else:
         seen = sorted({(a.rule, a.step, a.extra.get("part"), a.rank) for a in after})[:4]
@@ -96,16 +104,14 @@ def score(folder: Path, settings: AlertSettings) -> Outcome:
 WINDOWS = {spec.name: spec for spec in specs()}
 
 
-def _seconds(run: Path, onset: int, step: int) -> float:
-    """Training time from the start of step ``onset`` to the end of ``step``, summed
-    from the run's ``perf/step_time_ms``."""
-    times = [
-        item.value
+def _step_times(run: Path, onset: int, step: int) -> list[float]:
+    """The run's ``perf/step_time_ms`` from step ``onset`` to ``step``, in seconds."""
+    return [
+        item.value / 1000.0
         for item in RunReader(run).read()
         if isinstance(item, Scalar) and item.tag == "perf/step_time_ms"
         if onset <= item.step <= step and item.value == item.value
     ]
-    return sum(times) / 1000.0
 
 
 def table(outcomes: list[Outcome]) -> list[list[str]]:
