@@ -199,6 +199,7 @@ class ForensicsSettings(Settings):
             "grad_explosion",
             "grad_vanishing",
             "divergence",
+            "layer_grad_outlier",
         ],
         description="Rules whose warning or critical alerts are explained.",
     )

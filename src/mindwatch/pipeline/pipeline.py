@@ -340,6 +340,8 @@ class Pipeline:
         elif kind == _ITEM:
             _, route, item = entry
             self._write(route, item)
+            if self.alerting is not None and route != RANK and isinstance(item, Scalars):
+                self.alerting.note_scalars(item.step, item.values)  # judged with their step
         elif kind == _ALERT:
             if self.alerting is not None:
                 self.alerting.report(entry[1])
