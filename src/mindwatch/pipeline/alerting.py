@@ -159,17 +159,20 @@ class Alerting:
         if len(self._sample_ids) > _ID_HISTORY:
             self._sample_ids.popitem(last=False)
 
-    def observe(self, step: int, values: Sequence[tuple[str, float]]) -> list[Alert]:
+    def observe(
+        self, step: int, values: Sequence[tuple[str, float]], *, logged_apart: bool = True
+    ) -> list[Alert]:
         """Apply the rules to one step's values; write or hand back what they raise.
         Returns the alerts written now (the others come back through :meth:`report`)."""
         engine = self.engine
         if engine is None:
             return []
-        apart = self._scalars.pop(step, None)
-        while self._scalars and next(iter(self._scalars)) < step:
-            self._scalars.popitem(last=False)  # steps the rules never saw (collect_freq)
-        if apart:
-            values = [*apart, *values]  # the step's own values win a shared tag
+        if logged_apart:  # a training step (an evaluation's values are its own)
+            apart = self._scalars.pop(step, None)
+            while self._scalars and next(iter(self._scalars)) < step:
+                self._scalars.popitem(last=False)  # steps the rules never saw (collect_freq)
+            if apart:
+                values = [*apart, *values]  # the step's own values win a shared tag
         spe = self.steps_per_epoch
         batch = (step - 1) % spe if spe else None
         try:

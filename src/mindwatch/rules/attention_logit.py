@@ -58,9 +58,13 @@ class AttentionLogitSettings(RuleSettings):
     warning: float = Field(
         default=100.0,
         gt=0,
-        description="Warning at or above this (Kimi K2's and MindFormers' QK-clip threshold).",
+        le=1e6,
+        description="Warning at or above this (Kimi K2's and MindFormers' QK-clip "
+        "threshold; at most 1e6: softmax saturates long before).",
     )
-    critical: float = Field(default=1000.0, gt=0, description="Critical at or above this.")
+    critical: float = Field(
+        default=1000.0, gt=0, le=1e6, description="Critical at or above this (at most 1e6)."
+    )
     steps: int = Field(
         default=1,
         ge=1,
