@@ -12,7 +12,7 @@ import pytest
 
 from mindwatch.alerts import Alert
 from mindwatch.config import ForensicsSettings
-from mindwatch.forensics import SkipList, analyse
+from mindwatch.forensics import FlightRecorder, SkipList, analyse
 from mindwatch.forensics.exchange import SLOT, decode, encode, merge, rank_slot
 from mindwatch.pipeline.investigate import Investigator
 from tests.forensics.test_analysis import NAMES, healthy, record
@@ -115,8 +115,18 @@ def _alert(step: int, rank: int = 0, rule: str = "spike") -> Alert:
     )
 
 
+def _jump_at(step: int, ids: list[int]) -> FlightRecorder:
+    """fc2.weight's gradient and the loss jump together at ``step``, whose batch is ``ids``."""
+    squares, loss = healthy(120, seed=2)
+    squares[step - 1 :, 2] *= 30.0**2
+    loss[step - 1 :] *= 8.0
+    recorder = record(squares, loss)
+    recorder.add_sample_ids(step, ids)
+    return recorder
+
+
 def test_the_investigator_writes_the_file_the_skip_list_and_the_summary(tmp_path: Path) -> None:
-    recorder, _ = _analysis(0)
+    recorder = _jump_at(110, [0, 1, 2, 3])
     inv = Investigator(ForensicsSettings(lookback=20), recorder, tmp_path, 0)
     alert = _alert(110)
     assert inv.explains(alert)
@@ -139,10 +149,10 @@ def test_the_investigator_writes_the_file_the_skip_list_and_the_summary(tmp_path
 
 def test_the_investigator_merges_gathered_slots(tmp_path: Path) -> None:
     squares, loss = healthy(120, seed=5)
-    squares[100:, 2] *= 30.0**2
+    squares[109:, 2] *= 30.0**2  # from step 110, the alert's
     mine = record(squares, loss)
     mine.add_sample_ids(110, [1, 2])
-    loss[100:] *= 8.0
+    loss[109:] *= 8.0
     theirs = record(squares, loss)
     theirs.add_sample_ids(110, [101, 102])
     inv = Investigator(ForensicsSettings(lookback=20), mine, tmp_path, 0)
@@ -154,6 +164,20 @@ def test_the_investigator_merges_gathered_slots(tmp_path: Path) -> None:
     assert summary["batch"]["sample_ids"] == [101, 102]
     assert alert.extra["sample_ids"] == [101, 102]
     assert SkipList.load(tmp_path).steps[0]["rank"] == 1
+
+
+def test_an_alert_in_a_spikes_aftermath_puts_no_batch_in_the_skip_list(tmp_path: Path) -> None:
+    recorder = _jump_at(105, [7, 8])
+    recorder.add_sample_ids(110, [9, 10])
+    inv = Investigator(ForensicsSettings(lookback=20), recorder, tmp_path, 0)
+    late = _alert(110, rule="layer_grad_outlier")  # a layer still outlying 5 steps on
+    inv.finish(late, inv.analyse(110, 3))
+    assert late.extra["forensics"]["batch"]["sample_ids"] == [9, 10]  # told, not blamed
+    assert "skip" not in late.extra["forensics"]
+    assert not (tmp_path / "skip.json").exists()
+    spike = _alert(105)
+    inv.finish(spike, inv.analyse(105, 3))
+    assert SkipList.load(tmp_path).samples == {7, 8}
 
 
 def test_a_full_disk_costs_the_file_not_the_alert(tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ class Investigator:
         try:
             full = self._merged(alert, local, slots)
             summary = _summary(full)
-            skip = self._skip(alert, full.get("batch"))
+            skip = self._skip(alert, full.get("batch"), full.pop("blame_onset", None))
             if skip is not None:
                 summary["skip"] = full["skip"] = skip
             ids = (full.get("batch") or {}).get("sample_ids")
@@ -124,7 +124,7 @@ class Investigator:
         self, alert: Alert, local: dict[str, Any], slots: Optional[np.ndarray[Any, Any]]
     ) -> dict[str, Any]:
         if slots is None or slots.ndim != 2:
-            return dict(local)
+            return {**local, "blame_onset": local.get("loss_onset")}
         names = self.recorder.layer_names
         per_rank: list[dict[str, Any]] = []
         for r in range(slots.shape[0]):
@@ -159,7 +159,9 @@ class Investigator:
         if blamed is None:
             blamed = alert.rank if alert.rank is not None else self.rank
         full["blame"] = blamed
-        batch = next((a.get("batch") for a in per_rank if a["rank"] == blamed), None)
+        own = next((a for a in per_rank if a["rank"] == blamed), {})
+        full["blame_onset"] = own.get("loss_onset")
+        batch = own.get("batch")
         if batch is not None:
             full["batch"] = {**batch, "step": alert.step, "batch": alert.batch}
         return full
@@ -174,14 +176,20 @@ class Investigator:
             n += 1
         return path
 
-    def _skip(self, alert: Alert, batch: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    def _skip(
+        self, alert: Alert, batch: Optional[dict[str, Any]], onset: Optional[int]
+    ) -> Optional[dict[str, Any]]:
         """Add the alert's batch to ``skip.json``; the resume lines, or None."""
         if not self.settings.skip_list or not batch or not batch.get("sample_ids"):
             return None
         # The samples whose inputs were not finite, when they are known by id; else the
-        # whole batch (a loss spike is the batch's: which sample is not known).
+        # whole batch, if it is the one the loss jumped on (a loss spike is the batch's:
+        # which sample is not known). An alert in a spike's aftermath (a layer still
+        # outlying two steps on) blames no batch of its own.
         bad = batch.get("nonfinite_samples") or []
         named = [i for i in bad if not (isinstance(i, str) and i.startswith("#"))]
+        if not named and onset != alert.step:
+            return None
         entry = {
             "step": alert.step,
             "rank": batch.get("rank"),
