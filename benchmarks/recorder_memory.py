@@ -8,7 +8,9 @@ memory it holds at each checkpoint, measured two ways:
 * **traced**: the Python heap as ``tracemalloc`` counts it (NumPy reports its arrays to
   it), the number that must be flat: everything the recorder keeps is in it;
 * **RSS**: the process's resident set in a second pass without ``tracemalloc`` (whose
-  own bookkeeping would be counted), which also shows what the allocator keeps.
+  own bookkeeping would be counted), from the first checkpoint on (the pass reuses the
+  memory the one before it freed, so its start says little): what the allocator keeps
+  must be flat too.
 
 ``--monitor``: the same steps through a real :class:`~mindwatch.Monitor` (its
 pipeline thread, rules and event files; the default config, the recorder on) as the
@@ -235,12 +237,15 @@ def _log_args(values: dict[str, float]) -> dict[str, float]:
 
 
 def render(title: str, runs: dict[int, list[Sample]]) -> str:
-    """A table: one row per checkpoint, traced and RSS growth per window size."""
+    """A table: one row per checkpoint, traced memory and RSS growth per window size."""
     windows = sorted(runs)
-    head = "".join(f"  K={k}: traced      RSS" for k in windows)
+    head = "".join(f"  {f'K={k}: traced':>15} {'RSS since row 1':>15}" for k in windows)
     lines = [title, f"{'step':>10}{head}"]
     for i, sample in enumerate(runs[windows[0]]):
-        row = "".join(f"  {_mib(runs[k][i].traced):>11} {_mib(runs[k][i].rss):>8}" for k in windows)
+        row = "".join(
+            f"  {_mib(runs[k][i].traced):>15} {_mib(runs[k][i].rss - runs[k][0].rss):>15}"
+            for k in windows
+        )
         lines.append(f"{sample.step:>10,}{row}")
     if len(windows) == 2:
         small, large = (runs[k][-1].traced for k in windows)
