@@ -61,6 +61,7 @@ class Spec:
     rules: list[str] = field(default_factory=list)
     rank: Optional[int] = None  # the rank the alert must name (msrun)
     part: str = ""  # throughput_drop: the part that must be named
+    growth: float = 1.0  # layer_grad / attn_logit: the factor's growth per step
 
     @property
     def healthy(self) -> bool:
@@ -199,6 +200,68 @@ def faulted_specs() -> list[Spec]:
     ]
 
 
+def leading_specs() -> list[Spec]:
+    """Faults that a leading indicator should see before the loss does (issue 23): from
+    the onset one layer's gradient is multiplied by a factor growing ``growth``-fold per
+    step (forward unchanged: the weight enters as ``w g + stop_gradient(w (1 - g))``),
+    so SGD's and Momentum's update of that layer grows until the loss diverges; or the
+    attention scores are multiplied by a growing factor (what q/k weights growing
+    without bound do), until the softmax saturates. Their labels name the leading rule;
+    the scorecard's ``--leading`` table says how many steps before the loss rules
+    (``spike``, ``divergence``, ``nonfinite``) it fired."""
+    layer = "layer_grad"
+    # The leading rule first; the loss rules (and grad_explosion) catch it later.
+    late = ["grad_explosion", "spike", "divergence", "nonfinite"]
+    return [
+        Spec(
+            "fault-layer-grad-mlp",
+            steps=500,
+            fault=layer,
+            onset=250,
+            growth=1.03,
+            rules=["layer_grad_outlier", *late],
+        ),
+        Spec(
+            "fault-layer-grad-cnn",
+            model="cnn",
+            optimizer="momentum",
+            lr=0.01,
+            batch=8,
+            seed=1,
+            steps=500,
+            fault=layer,
+            onset=250,
+            growth=1.03,
+            rules=["layer_grad_outlier", *late],
+        ),
+        Spec(
+            "fault-layer-grad-attn",
+            model="attn",
+            optimizer="momentum",
+            lr=0.02,
+            batch=8,
+            seed=2,
+            steps=700,
+            fault=layer,
+            onset=250,
+            growth=1.03,
+            rules=["layer_grad_outlier", *late],
+        ),
+        Spec(
+            "fault-attn-logit-growth",
+            model="attn",
+            optimizer="adam",
+            lr=0.003,
+            schedule="cosine",
+            steps=500,
+            fault="attn_logit",
+            onset=250,
+            growth=1.03,
+            rules=["attention_logit_growth", "attention_logit", *late],
+        ),
+    ]
+
+
 QUICK = {
     "healthy-mlp-sgd-constant-b16-s0",
     "healthy-mlp-sgd-constant-b2-s1",
@@ -213,7 +276,7 @@ QUICK = {
 
 
 def specs(quick: bool = False) -> list[Spec]:
-    every = healthy_specs() + faulted_specs()
+    every = healthy_specs() + faulted_specs() + leading_specs()
     return [s for s in every if s.name in QUICK] if quick else every
 
 
@@ -291,16 +354,18 @@ def worker(spec: Spec, folder: Path) -> None:
             y = y + np.float32(0.02 * (step - spec.onset)) * np.sign(x[:1])
         return x, y
 
+    # The layer a layer_grad fault plants its growing gradient factor in (the first).
+    dense, conv = _grad_scaled_layers(nn, ms) if spec.fault == "layer_grad" else (nn.Dense, None)
     if spec.model in ("mlp", "mlp_nobias"):
         bias = spec.model == "mlp"
         net = nn.SequentialCell(
-            [nn.Dense(8, 32, has_bias=bias), nn.ReLU(), nn.Dense(32, 1, has_bias=bias)]
+            [dense(8, 32, has_bias=bias), nn.ReLU(), nn.Dense(32, 1, has_bias=bias)]
         )
         loss_fn: Any = nn.MSELoss()
     elif spec.model == "cnn":
         net = nn.SequentialCell(
             [
-                nn.Conv2d(1, 4, 3, pad_mode="same"),
+                (conv or nn.Conv2d)(1, 4, 3, pad_mode="same"),
                 nn.ReLU(),
                 nn.Flatten(),
                 nn.Dense(256, 4),
@@ -308,7 +373,7 @@ def worker(spec: Spec, folder: Path) -> None:
         )
         loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     else:
-        net = _attention(nn, ms)
+        net = _attention(nn, ms, query=dense)
         loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
 
     total = spec.steps
@@ -330,7 +395,8 @@ def worker(spec: Spec, folder: Path) -> None:
         "adam": lambda: nn.Adam(params, learning_rate=lr),
         "adamw": lambda: nn.AdamWeightDecay(params, learning_rate=lr, weight_decay=0.01),
     }[spec.optimizer]()
-    cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss_fn), opt)
+    # layer_norms: layers/grad_norm/<param> every step, what the leading rules judge.
+    cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss_fn), opt, layer_norms=True)
     data = ms.dataset.GeneratorDataset(Source(total, spec.seed), ["x", "y"], shuffle=False).batch(
         spec.batch
     )
@@ -344,30 +410,102 @@ def worker(spec: Spec, folder: Path) -> None:
     callbacks = [monitor]
     if spec.fault == "slow_compute":
         callbacks.append(_SlowStep(spec.onset))  # after the monitor: inside its step
+    callbacks += _leading_callbacks(spec, net, monitor)
     ms.train.Model(cell).train(1, data, callbacks=callbacks, dataset_sink_mode=False)
 
 
-def _attention(nn: Any, ms: Any) -> Any:
-    """A tiny transformer-ish classifier: one self-attention block, mean pooled."""
+def _attention(nn: Any, ms: Any, query: Any = None) -> Any:
+    """A tiny transformer-ish classifier: one self-attention block, mean pooled. It
+    keeps the batch's largest attention score in ``max_logit`` (what MindFormers logs as
+    ``max_attention_logit``); ``temperature`` multiplies the scores (1 unless an
+    ``attn_logit`` fault grows it)."""
     from mindspore import ops
 
     class Block(nn.Cell):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
-            self.q, self.k, self.v = nn.Dense(16, 16), nn.Dense(16, 16), nn.Dense(16, 16)
+            self.q = (query or nn.Dense)(16, 16)
+            self.k, self.v = nn.Dense(16, 16), nn.Dense(16, 16)
             self.norm = nn.LayerNorm((16,))
             self.ff = nn.SequentialCell([nn.Dense(16, 32), nn.GELU(), nn.Dense(32, 16)])
             self.head = nn.Dense(16, 4)
             self.softmax = nn.Softmax(axis=-1)
+            one = ms.Tensor(1.0, ms.float32)
+            self.temperature = ms.Parameter(one, name="temperature", requires_grad=False)
+            self.max_logit = ms.Parameter(one, name="max_logit", requires_grad=False)
 
         def construct(self, x: Any) -> Any:
             q, k, v = self.q(x), self.k(x), self.v(x)
-            att = self.softmax(ops.matmul(q, k.transpose(0, 2, 1)) / 4.0)
+            scores = ops.matmul(q, k.transpose(0, 2, 1)) / 4.0 * self.temperature
+            ops.assign(self.max_logit, ops.stop_gradient(scores.max()))
+            att = self.softmax(scores)
             h = self.norm(x + ops.matmul(att, v))
             h = h + self.ff(h)
             return self.head(h.mean(axis=1))
 
     return Block()
+
+
+def _grad_scaled_layers(nn: Any, ms: Any) -> tuple[Any, Any]:
+    """``Dense`` and ``Conv2d`` whose weight's gradient is multiplied by their
+    ``grad_scale`` parameter, the forward pass unchanged (``w g + stop_gradient(w (1 -
+    g))`` is ``w``; its gradient is ``g`` times ``w``'s): a fault in one layer only."""
+    from mindspore import ops
+
+    def scaled(cell: Any) -> Any:
+        g = cell.grad_scale
+        return cell.weight * g + ops.stop_gradient(cell.weight * (1.0 - g))
+
+    def scale() -> Any:
+        one = ms.Tensor(1.0, ms.float32)
+        return ms.Parameter(one, name="grad_scale", requires_grad=False)
+
+    class Dense(nn.Dense):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.grad_scale = scale()
+
+        def construct(self, x: Any) -> Any:
+            out = ops.matmul(x, scaled(self).transpose(1, 0))
+            return out + self.bias if self.has_bias else out
+
+    class Conv2d(nn.Conv2d):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.grad_scale = scale()
+
+        def construct(self, x: Any) -> Any:
+            out = ops.conv2d(x, scaled(self), pad_mode="same")
+            return out + self.bias.reshape(1, -1, 1, 1) if self.has_bias else out
+
+    return Dense, Conv2d
+
+
+def _leading_callbacks(spec: Spec, net: Any, monitor: Any) -> list[Any]:
+    """What the leading faults need: the growing factor set before each step from the
+    onset, and (the attention model) its largest attention score logged at each step,
+    under the tag MindFormers uses (``max_attention_logit/...``)."""
+    import mindspore as ms
+
+    grown = {"layer_grad": "grad_scale", "attn_logit": "temperature"}.get(spec.fault)
+    factors = [p for p in net.get_parameters() if grown and p.name.endswith(grown)]
+    logits = [p for p in net.get_parameters() if p.name.endswith("max_logit")]
+
+    class Leading(ms.train.Callback):  # type: ignore[misc]
+        def on_train_step_begin(self, run_context: Any) -> None:
+            step = int(run_context.original_args().cur_step_num)
+            if factors and step >= spec.onset:
+                factor = ms.Tensor(spec.growth ** (step - spec.onset + 1), ms.float32)
+                for p in factors:
+                    p.set_data(factor)
+
+        def on_train_step_end(self, run_context: Any) -> None:
+            if logits:
+                step = int(run_context.original_args().cur_step_num)
+                value = float(logits[0].asnumpy())
+                monitor.monitor.log_scalars(step, {"max_attention_logit/max": value})
+
+    return [Leading()] if factors or logits else []
 
 
 class _SlowStep:

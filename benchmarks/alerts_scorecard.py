@@ -9,6 +9,13 @@ rank or part where the label says), and the delay in steps (median, max).
 
     python benchmarks/alerts_corpus.py [--quick]      # the runs (cached)
     python benchmarks/alerts_scorecard.py [--quick] [--build] [--markdown]
+    python benchmarks/alerts_scorecard.py --leading [--markdown]   # issue 23's table
+
+``--leading`` scores the leading indicators (``layer_grad_outlier``,
+``attention_logit``, ``attention_logit_growth``), each switched on whatever its
+default: its warning/critical alerts on every healthy run, and on every faulted run it
+should catch the step it fired against the first step a loss rule (``spike``,
+``divergence``, ``nonfinite``) fired: the lead.
 """
 
 from __future__ import annotations
@@ -151,14 +158,106 @@ def main() -> None:
     parser.add_argument("--build", action="store_true", help="run the missing runs first")
     parser.add_argument("--markdown", action="store_true", help="the table in Markdown")
     parser.add_argument("--config", default="{}", help="alerts settings as JSON, to try")
+    parser.add_argument("--leading", action="store_true", help="the leading indicators' table")
     args = parser.parse_args()
     if args.build:
         build(specs(args.quick), args.out, echo=True)
-    settings = AlertSettings(**json.loads(args.config))
+    config = json.loads(args.config)
+    settings = leading_settings(config) if args.leading else AlertSettings(**config)
     outcomes = run_scorecard(args.out, args.quick, settings)
     if not outcomes:
         raise SystemExit(f"no runs in {args.out}: run benchmarks/alerts_corpus.py first")
-    print(render(outcomes, args.markdown))
+    print(
+        render_leading(outcomes, args.markdown) if args.leading else render(outcomes, args.markdown)
+    )
+
+
+LEADING = ("layer_grad_outlier", "attention_logit", "attention_logit_growth")
+LOSS_RULES = ("spike", "divergence", "nonfinite")
+
+
+def leading_settings(config: Optional[dict[str, Any]] = None) -> AlertSettings:
+    """The defaults (or ``config``) with every leading rule switched on."""
+    merged: dict[str, Any] = dict(config or {})
+    for rule in LEADING:
+        merged[rule] = {**merged.get(rule, {}), "enabled": True}
+    return AlertSettings(**merged)
+
+
+def _first(alerts: list[Alert], rules: tuple[str, ...], onset: int) -> Optional[Alert]:
+    hits = [a for a in alerts if a.rule in rules and a.step >= onset and a.severity in BAD]
+    return min(hits, key=lambda a: a.step) if hits else None
+
+
+def leading_table(outcomes: list[Outcome]) -> tuple[list[list[str]], list[list[str]]]:
+    """Per leading rule (false alarms, faults caught, lead over the loss rules), and per
+    faulted run it should catch (the steps)."""
+    healthy = [o for o in outcomes if o.healthy]
+    planted = [o for o in outcomes if not o.healthy and set(o.rules) & set(LEADING)]
+    per_rule = []
+    for rule in LEADING:
+        false = [a for o in healthy for a in o.alerts if a.rule == rule and a.severity in BAD]
+        runs = sorted({o.name for o in healthy for a in o.alerts if a.rule == rule and a in false})
+        mine = [o for o in planted if rule in o.rules]
+        leads: list[str] = []
+        caught = 0
+        for o in mine:
+            found = _first(o.alerts, (rule,), o.onset)
+            loss = _first(o.alerts, LOSS_RULES, o.onset)
+            if found is None:
+                continue
+            caught += 1
+            short = o.name.removeprefix("fault-")
+            leads.append(f"{short}: {loss.step - found.step if loss else 'loss silent'}")
+        per_rule.append(
+            [
+                rule,
+                f"{len(false)} on {len(runs)}/{len(healthy)} runs"
+                if false
+                else f"0/{len(healthy)}",
+                f"{caught}/{len(mine)}" if mine else "-",
+                "; ".join(leads) or "-",
+            ]
+        )
+    per_run = []
+    for o in planted:
+        cells = [o.name, str(o.onset)]
+        for rule in (*LEADING, "grad_explosion"):
+            found = _first(o.alerts, (rule,), o.onset)
+            cells.append(str(found.step) if found else "-")
+        loss = _first(o.alerts, LOSS_RULES, o.onset)
+        cells.append(f"{loss.rule} {loss.step}" if loss else "none")
+        layer = _first(o.alerts, ("layer_grad_outlier",), o.onset)
+        cells.append(f"`{layer.extra.get('layer')}`" if layer else "-")
+        per_run.append(cells)
+    return per_rule, per_run
+
+
+LEADING_HEADER = ["rule", "warning/critical on healthy runs", "faults caught", "lead (steps)"]
+RUN_HEADER = ["run", "onset", *LEADING, "grad_explosion", "first loss rule", "layer named"]
+
+
+def _grid(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        return lines + ["| " + " | ".join(row) + " |" for row in rows]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in [header, *rows]]
+
+
+def render_leading(outcomes: list[Outcome], markdown: bool = False) -> str:
+    per_rule, per_run = leading_table(outcomes)
+    healthy = sum(o.healthy for o in outcomes)
+    lines = [f"{healthy} healthy runs, {len(outcomes) - healthy} faulted runs", ""]
+    lines += [*_grid(LEADING_HEADER, per_rule, markdown), ""]
+    lines += [*_grid(RUN_HEADER, per_run, markdown), ""]
+    for o in outcomes:
+        bad = [a for a in o.alerts if a.rule in LEADING and a.severity in BAD]
+        if o.healthy and bad:
+            lines.append(f"FALSE ALARM {o.name}: " + "; ".join(a.line() for a in bad[:3]))
+        elif not o.healthy and bad and not set(o.rules) & set(LEADING):
+            lines.append(f"also on {o.name} (onset {o.onset}): {bad[0].line()}")
+    return "\n".join(lines)
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, Any]:

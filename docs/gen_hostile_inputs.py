@@ -444,9 +444,9 @@ or any bytes, event files cut, zero-filled, garbled, duplicated and reversed, an
 Two more promises that are not an input:
 
 * A crash of a checking command (`watch`, `report`, `compare`, `export`, `doctor`,
-  `convert`, `runs`, `tensorboard`) is exit status 2 with one line naming the command
-  and the error, never 1, which means "findings"; `MINDWATCH_DEBUG=1` adds the
-  traceback.
+  `convert`, `runs`, `tensorboard`, `explain`) is exit status 2 with one line naming
+  the command and the error, never 1, which means "findings"; `MINDWATCH_DEBUG=1` adds
+  the traceback.
 * Under CI (`CI=true`, which `.ci/run` sets) no test may be skipped: a missing
   dependency fails the run, naming it (`tests/ci_skips.py`).
 

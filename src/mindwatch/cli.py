@@ -23,7 +23,18 @@ __all__ = ["main"]
 # Commands whose exit status 1 means "findings" (alerts, regressions, problems, runs to
 # prune): a crash must never look like one.
 CHECKING_COMMANDS = frozenset(
-    {"watch", "report", "compare", "export", "doctor", "convert", "runs", "tensorboard", "board"}
+    {
+        "watch",
+        "report",
+        "compare",
+        "export",
+        "doctor",
+        "convert",
+        "runs",
+        "tensorboard",
+        "board",
+        "explain",
+    }
 )
 DEBUG_VARIABLE = "MINDWATCH_DEBUG"
 
@@ -314,6 +325,89 @@ def report_command(
         raise InputError(f"cannot write the report to '{out}': {exc}") from exc
     for fmt, path in written.items():
         click.echo(f"{fmt:>4}: {path}")
+
+
+_LISTED = 20  # alerts listed before the one explained; more are counted
+
+
+@main.command("explain")
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option(
+    "--alert",
+    "number",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Explain alert N (numbered from 1 in alerts.jsonl's order, as the list shows).",
+)
+@click.option("--step", type=int, metavar="S", help="Explain the alert at step S.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the alert and its whole analysis as JSON."
+)
+@click.option(
+    "--lang",
+    "language",
+    type=click.Choice(["zh", "en"]),
+    default=None,
+    help="Language of the text [default: the locale's, as for alerts].",
+)
+def explain_command(
+    *,
+    run: Path,
+    number: Optional[int],
+    step: Optional[int],
+    as_json: bool,
+    language: Optional[str],
+) -> None:
+    """Tell the story of an alert of RUN: what moved first, on which layer and rank.
+
+    From the forensics written with the alert: the alert, the layer that departed
+    first and how many steps before the loss, the rest ranked, the first non-finite
+    gradient in backward order, the batch's sample ids and the lines that make a
+    resumed run skip it; in 80 columns (fewer on a narrower terminal). Without
+    --alert or --step the run's alerts are listed and the first warning or critical
+    one with forensics is explained. Exit status: 0 explained (or no alerts), 2 bad
+    input (see docs/forensics.md).
+    """
+    import shutil
+
+    from mindwatch.common.i18n import _, ngettext, set_language
+    from mindwatch.tools import explain
+
+    if language is not None:
+        set_language(language)
+    if number is not None and step is not None:
+        raise click.UsageError(_("give --alert or --step, not both"))
+    try:
+        found = explain.read_incidents(run)
+        chosen = explain.choose(found, run, number=number, step=step)
+    except explain.ExplainError as exc:
+        raise InputError(str(exc)) from exc
+    if chosen is None:
+        click.echo(_("'{run}' has no alerts.").format(run=run))
+        return
+    if as_json:
+        click.echo(explain.dumps(chosen.read()))
+        return
+    width = max(40, min(explain.WIDTH, shutil.get_terminal_size((explain.WIDTH, 24)).columns))
+    lines = []
+    if number is None and step is None and len(found) > 1:
+        head = ngettext(
+            "{count} alert in {run}; --alert N explains another:",
+            "{count} alerts in {run}; --alert N explains another:",
+            len(found),
+        )
+        lines += explain.wrap(head.format(count=len(found), run=run), width)
+        shown = found[:_LISTED]
+        if chosen not in shown:
+            shown.append(chosen)
+        brief = [(i.number, explain.what(i.alert), i.analysed, i is chosen) for i in shown]
+        lines += explain.listing(brief, width)
+        if len(found) > len(shown):
+            more = len(found) - len(shown)
+            lines.append("      " + _("... and {count} more").format(count=more))
+        lines.append("")
+    lines += explain.render(explain.story(chosen), width, of=len(found))
+    click.echo("\n".join(lines))
 
 
 @main.command("watch")

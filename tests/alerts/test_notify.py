@@ -336,3 +336,41 @@ def test_a_chinese_alert_reaches_dingtalk_feishu_and_wecom(
     assert set(wecom) == {"msgtype", "markdown"}
     assert wecom["msgtype"] == "markdown"
     assert wecom["markdown"]["content"] == feishu["content"]["text"]
+
+
+def test_the_message_names_the_first_mover_when_the_alert_has_forensics(
+    server: str, tmp_path: Path
+) -> None:
+    """Alert lines as the pipeline writes them (a real flight recorder's analysis): the
+    chat message says which layer moved first, on which rank, how long before the loss,
+    and the first non-finite gradient; in Chinese too. Without forensics: as before."""
+    from mindwatch.common.i18n import set_language
+    from tests.tools.explain.planted import LONG, NAN_FIRST, NAN_STEP, write_run
+
+    run = write_run(tmp_path / "run", ranks=False)
+    lines = [json.loads(line) for line in (run / "alerts.jsonl").read_text().splitlines()]
+    spike, nonfinite = (line["forensics"] for line in lines[1:])
+    notifier = build_notifier(NotifierSettings(kind="slack", url=f"{server}/services/{TOKEN}"), 2.0)
+
+    def send(*summaries: Any) -> list[list[str]]:
+        Recorder.posts = []
+        dispatcher = Dispatcher([notifier], DeliverySettings(timeout=2.0, retries=0))
+        for summary in summaries:
+            sent = alert()
+            if summary is not None:
+                sent.extra = {"forensics": summary}
+            dispatcher.submit(sent)
+        dispatcher.close(timeout=20)
+        return [p["body"]["text"].split("\n") for p in Recorder.posts]
+
+    z = f"{spike['first_mover']['z']:.1f}"
+    first, second, plain = send(spike, nonfinite, None)
+    assert first[2] == f"first mover: layer {LONG} on rank 1 moved 3 steps before the loss (z {z})"
+    assert first[3].startswith("check: ")  # then what to check, as before
+    # a tie of non-finite layers is no first mover: the backward order names the first
+    assert second[2] == f"first non-finite gradient: {NAN_FIRST} (step {NAN_STEP})"
+    assert len(plain) == 3
+    assert plain[2].startswith("check: ")
+    set_language("zh")
+    (chinese,) = send(spike)
+    assert chinese[2] == f"最先偏离：rank 1 上的层 {LONG} 比损失早 3 步开始偏离（z {z}）"

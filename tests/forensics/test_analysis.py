@@ -154,3 +154,13 @@ def test_a_layer_departs_up_before_a_spike_and_down_before_vanishing() -> None:
     squares[199, 3] = math.nan  # not finite: a departure either way
     window = record(squares, loss).window(200)
     assert "fc2.bias" in {m.name for m in movers(window, 200, lookback=20, z=6.0, direction="down")}
+
+
+def test_a_falling_loss_is_no_mover_and_non_finite_ties_go_in_backward_order() -> None:
+    squares, loss = healthy(200, seed=6)
+    loss[185:] *= 0.2  # training made progress: not a cause of anything
+    squares[195:, :] = math.nan  # every gradient not finite at step 196
+    window = record(squares, loss).window(200)
+    ranked = movers(window, 200, lookback=20, z=6.0)
+    assert "loss" not in {m.name for m in ranked}
+    assert [m.name for m in ranked] == list(reversed(NAMES))  # fc2.bias first: backward

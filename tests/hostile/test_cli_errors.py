@@ -108,6 +108,7 @@ CRASHES = {
     "runs": ("mindwatch.tools.runs.prune", ["runs", "{d}"]),
     "tensorboard": ("mindwatch.tools.board.check_logdir", ["tensorboard", "{d}"]),
     "board": ("mindwatch.tools.board.check_logdir", ["board", "{d}"]),
+    "explain": ("mindwatch.tools.explain.read_incidents", ["explain", "{d}"]),
 }
 
 

@@ -36,3 +36,27 @@ def test_the_reduced_corpus_scores_clean(tmp_path: Path) -> None:
     assert result == {"false_alarms": [], "missed": [], "early": []}, report
     delays = {o.name: o.delay for o in outcomes if not o.healthy}
     assert all(d is not None and d <= 10 for d in delays.values()), report
+
+
+def test_a_layer_whose_gradient_grows_is_named_before_the_loss_moves(tmp_path: Path) -> None:
+    """Real MindSpore: from step 250 the MLP's first layer's gradient is multiplied by
+    1.03 per step (the forward pass unchanged); ``layer_grad_outlier`` names that layer,
+    after the onset and before ``grad_explosion`` and every loss rule."""
+    (spec,) = [s for s in alerts_corpus.leading_specs() if s.name == "fault-layer-grad-mlp"]
+    runs = alerts_corpus.build([spec], tmp_path, jobs=1)
+    assert not [line for line in runs if "FAILED" in line], runs
+    settings = alerts_scorecard.leading_settings()
+    outcome = alerts_scorecard.score(tmp_path / spec.name, settings)
+    # The gradient and loss rules (a busy machine's throughput is not this test's).
+    judged = {*alerts_scorecard.LEADING, "grad_explosion", *alerts_scorecard.LOSS_RULES}
+    bad = [a for a in outcome.alerts if a.severity in alerts_scorecard.BAD and a.rule in judged]
+    report = "\n".join(a.line() for a in outcome.alerts)
+    assert [a for a in bad if a.step < spec.onset] == [], report
+    first = {}
+    for alert in bad:
+        first.setdefault(alert.rule, alert)
+    layer = first["layer_grad_outlier"]
+    assert (layer.metric, layer.extra["layer"]) == ("layers/grad_norm/0.weight", "0.weight")
+    later = [first[r] for r in ("grad_explosion", *alerts_scorecard.LOSS_RULES) if r in first]
+    assert later, report  # the loss does diverge in this run
+    assert all(layer.step < alert.step for alert in later), report

@@ -33,6 +33,7 @@ from email.message import EmailMessage
 from typing import Any, Optional
 
 from mindwatch.alerts.model import Alert, severity_label, severity_rank
+from mindwatch.alerts.movers import first_mover_line
 from mindwatch.common.i18n import _
 from mindwatch.common.redact import redact_text
 from mindwatch.common.waits import wait_seconds
@@ -82,7 +83,8 @@ def feishu_sign(secret: str, timestamp_s: int) -> str:
 
 
 def _text(alert: Alert) -> str:
-    """The alert in a few lines, in the current language: what, where, what to check."""
+    """The alert in a few lines, in the current language: what, where, what moved first
+    (when the alert has forensics), what to check."""
     severity = severity_label(alert.severity)
     if severity == alert.severity:  # English: capitals stand out in a chat
         severity = severity.upper()
@@ -95,6 +97,9 @@ def _text(alert: Alert) -> str:
     if alert.run:
         where = _("run {run}, {where}").format(run=alert.run, where=where)
     lines.append(where)
+    forensics = first_mover_line(alert.extra.get("forensics"))
+    if forensics is not None:  # what moved first: the reader's next question
+        lines.append(forensics)
     if alert.causes:
         lines.append(_("check: {causes}").format(causes=_("; ").join(alert.causes[:3])))
     return "\n".join(lines)

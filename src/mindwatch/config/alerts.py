@@ -201,6 +201,7 @@ class ForensicsSettings(Settings):
             "grad_explosion",
             "grad_vanishing",
             "divergence",
+            "layer_grad_outlier",
         ],
         description="Rules whose warning or critical alerts are explained.",
     )

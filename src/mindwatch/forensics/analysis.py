@@ -12,11 +12,13 @@ ranked by that onset step, then by how far they departed at it (a fault in one l
 moves that layer most at the step it starts, and the others through the loss only
 afterwards or less).
 
-A layer departs in one direction: *up* (the default: what grew before a spike, an
+A series departs in one direction: *up* (the default: what grew before a spike, an
 explosion, a divergence) or *down* (before a vanishing-gradient alert). A small
 parameter's gradient (a one-element bias) crosses zero now and then, and in log that is a
-deep dip of no meaning before a spike; scalars (the loss, lr, loss scale, whose drop
-precedes an overflow) depart either way.
+deep dip of no meaning before a spike; a loss that falls is training, not a cause. Only
+the learning rate and the loss scale (whose drop precedes an overflow) depart either
+way. Movers that depart at the same step by the same score (layers that turned
+non-finite together, scored +inf) are ranked in backward order.
 
 Why these choices: the spread is floored (1 % in log) so a flat series (a constant
 learning rate) does not make every wiggle infinite; the first departure, not the
@@ -145,6 +147,7 @@ def _scored(window: Window, step: int, lookback: int) -> tuple[list[_Scored], Op
 
 
 Direction = Literal["up", "down"]
+_EITHER_WAY = frozenset({"lr", "loss_scale"})
 
 
 def movers(
@@ -163,7 +166,7 @@ def movers(
 
 def _departed(s: _Scored, z: float, direction: Direction) -> np.ndarray[Any, Any]:
     scores = np.asarray(s.scores, dtype=np.float64)
-    if s.kind != "layer":
+    if s.name in _EITHER_WAY:
         out: np.ndarray[Any, Any] = np.abs(scores) >= z
     elif direction == "up":
         out = scores >= z
@@ -176,6 +179,7 @@ def _movers(
     window: Window, scored: list[_Scored], z: float, rank: Optional[int], direction: Direction
 ) -> list[Mover]:
     found = []
+    backward = {name: -j for j, name in enumerate(window.layer_names)}
     for s in scored:
         over = np.flatnonzero(_departed(s, z, direction))
         if over.size == 0:
@@ -194,7 +198,7 @@ def _movers(
                 rank=rank,
             )
         )
-    found.sort(key=lambda m: (m.onset, -m.z, m.name))
+    found.sort(key=lambda m: (m.onset, -m.z, backward.get(m.name, 0), m.name))
     return found
 
 

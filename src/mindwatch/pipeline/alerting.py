@@ -90,6 +90,9 @@ class Alerting:
         self.steps_per_epoch: Optional[int] = None  # for an alert's batch index
         self.keeps_checkpoints = False  # the training loop can keep a last stable one
         self._sample_ids: OrderedDict[int, list[Any]] = OrderedDict()
+        # Scalars logged apart from their step (log_scalars: the per-layer norms), judged
+        # with it: the callback logs them before the step, reduced steps come later.
+        self._scalars: OrderedDict[int, list[tuple[str, float]]] = OrderedDict()
         self._stopping = False  # a stop was asked for (its warning is logged once)
         self.investigator: Optional[Investigator] = None
         if recorder is not None and settings.forensics.enabled:
@@ -143,18 +146,33 @@ class Alerting:
                 self._held.append((alert, local, deadline))
         return written
 
+    def note_scalars(self, step: int, values: Sequence[tuple[str, float]]) -> None:
+        """Scalars of ``step`` logged apart from it (``layers/grad_norm/<param>``): the
+        rules see them with the step's own values (:meth:`observe`)."""
+        self._scalars.setdefault(step, []).extend(values)
+        while len(self._scalars) > _ID_HISTORY:
+            self._scalars.popitem(last=False)
+
     def note_sample_ids(self, step: int, ids: list[Any]) -> None:
         """The sample ids of ``step``'s batch, for an alert at that step."""
         self._sample_ids[step] = ids
         if len(self._sample_ids) > _ID_HISTORY:
             self._sample_ids.popitem(last=False)
 
-    def observe(self, step: int, values: Sequence[tuple[str, float]]) -> list[Alert]:
+    def observe(
+        self, step: int, values: Sequence[tuple[str, float]], *, logged_apart: bool = True
+    ) -> list[Alert]:
         """Apply the rules to one step's values; write or hand back what they raise.
         Returns the alerts written now (the others come back through :meth:`report`)."""
         engine = self.engine
         if engine is None:
             return []
+        if logged_apart:  # a training step (an evaluation's values are its own)
+            apart = self._scalars.pop(step, None)
+            while self._scalars and next(iter(self._scalars)) < step:
+                self._scalars.popitem(last=False)  # steps the rules never saw (collect_freq)
+            if apart:
+                values = [*apart, *values]  # the step's own values win a shared tag
         spe = self.steps_per_epoch
         batch = (step - 1) % spe if spe else None
         try:

@@ -336,10 +336,12 @@ class Pipeline:
             values = self._derived.eval(values)
             self.local.counter.count(values)
             self.main.write(EvalValues(step, values))
-            self._judge(step, values)
+            self._judge(step, values, step_values=False)
         elif kind == _ITEM:
             _, route, item = entry
             self._write(route, item)
+            if self.alerting is not None and route != RANK and isinstance(item, Scalars):
+                self.alerting.note_scalars(item.step, item.values)  # judged with their step
         elif kind == _ALERT:
             if self.alerting is not None:
                 self.alerting.report(entry[1])
@@ -367,11 +369,11 @@ class Pipeline:
         self.main.write(StepValues(step, values, wall, samples))
         self._judge(step, values)
 
-    def _judge(self, step: int, values: Values) -> None:
-        """The rules on ``main``'s values; the alerts written go to ``main`` too (the
-        exporter counts them)."""
+    def _judge(self, step: int, values: Values, *, step_values: bool = True) -> None:
+        """The rules on ``main``'s values (a step's, or an evaluation's); the alerts
+        written go to ``main`` too (the exporter counts them)."""
         if self.alerting is not None:
-            for alert in self.alerting.observe(step, values):
+            for alert in self.alerting.observe(step, values, logged_apart=step_values):
                 self.main.write(RaisedAlert(alert))
 
     def _write(self, route: int, item: Item) -> None:

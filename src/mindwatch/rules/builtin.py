@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from mindwatch.rules.attention_logit import AttentionLogitGrowthRule, AttentionLogitRule
 from mindwatch.rules.base import Rule, RuleSettings
 from mindwatch.rules.divergence import DivergenceRule
 from mindwatch.rules.eval_rebound import EvalReboundRule
 from mindwatch.rules.gradients import GradExplosionRule, GradVanishingRule
 from mindwatch.rules.hardware import HbmFullRule, NpuHealthRule, NpuTemperatureRule
+from mindwatch.rules.layer_outlier import LayerGradOutlierRule
 from mindwatch.rules.loss_scale import LossScaleCollapseRule
 from mindwatch.rules.memory_growth import MemoryGrowthRule
 from mindwatch.rules.nonfinite import NonFiniteRule
@@ -28,11 +30,14 @@ from mindwatch.rules.throughput import ThroughputDropRule
 __all__ = [
     "BUILTIN_RULES",
     "RULE_NAMES",
+    "AttentionLogitGrowthRule",
+    "AttentionLogitRule",
     "DivergenceRule",
     "EvalReboundRule",
     "GradExplosionRule",
     "GradVanishingRule",
     "HbmFullRule",
+    "LayerGradOutlierRule",
     "LossScaleCollapseRule",
     "MemoryGrowthRule",
     "NonFiniteRule",
@@ -50,6 +55,9 @@ BUILTIN_RULES: tuple[type[Rule[Any]], ...] = (
     SpikeRule,
     GradExplosionRule,
     GradVanishingRule,
+    LayerGradOutlierRule,
+    AttentionLogitRule,
+    AttentionLogitGrowthRule,
     PlateauRule,
     DivergenceRule,
     ThroughputDropRule,

@@ -11,6 +11,14 @@ from typing import Any
 
 from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language, ngettext
+from mindwatch.tools.explain import Story
+from mindwatch.tools.report.anomalies import (
+    HEAT_COLORS,
+    heat_caption,
+    heat_plot,
+    heat_table,
+    run_anomalies,
+)
 from mindwatch.tools.report.ranks import ranks_header, ranks_notes, ranks_rows
 from mindwatch.tools.report.rows import alert_row, summary_rows, throughput_rows
 from mindwatch.tools.report.summary import RunSummary
@@ -56,6 +64,7 @@ def html_page(
         ]
         script = Markup(plotly_js())
     shared = shared_hparams(runs)
+    found = {id(run): (stories, total) for run, stories, total in run_anomalies(runs)}
     template = env.get_template("report.html.j2")
     return template.render(
         shared_hparams=sorted(shared.items()),
@@ -74,8 +83,9 @@ def html_page(
                 "ranks": ranks_rows(run.facts.get("ranks") or []),
                 "ranks_notes": ranks_notes(run.facts.get("ranks") or []),
                 "alerts": [alert_row(a) for a in run.alerts],
+                **_anomalies(run, i, *found.get(id(run), ([], 0)), static=static),
             }
-            for run in runs
+            for i, run in enumerate(runs)
         ],
         comparison=comparison_table(runs) if len(runs) > 1 else None,
         ranks_header=ranks_header(),
@@ -83,7 +93,39 @@ def html_page(
         plots=plots,
         plotly=script,
         palette=PALETTE,
+        heat_colors=HEAT_COLORS,
         fonts=Markup(FONTS),
         static=static,
         lang=get_language(),
     )
+
+
+def _anomalies(
+    run: RunSummary, index: int, stories: list[Story], total: int, *, static: bool
+) -> dict[str, Any]:
+    """A run's analysed alerts for the template: each story's blocks and its heatmap
+    (table cells when ``static``, else a plotly figure's JSON)."""
+    from markupsafe import Markup
+
+    shown = []
+    for told in stories:
+        entry: dict[str, Any] = {
+            "head": _("Alert {number}: {what}").format(number=told.number, what=told.what),
+            "blocks": told.blocks,
+            "table": None,
+            "plot": None,
+            "caption": heat_caption(told),
+        }
+        if told.heat is not None and static:
+            entry["table"] = heat_table(told)
+        elif told.heat is not None:
+            plot = heat_plot(told, f"heat-{index}-{told.number}")
+            if plot is not None:
+                entry["plot"] = {"key": plot.key, "json": Markup(plot.json())}
+        shown.append(entry)
+    more = ""
+    if total > len(stories):
+        more = _(
+            "{count} more analysed alerts: `mindwatch explain {folder} --alert N` tells them."
+        ).format(count=total - len(stories), folder=run.folder)
+    return {"anomalies": shown, "anomalies_more": more}

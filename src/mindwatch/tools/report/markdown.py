@@ -1,5 +1,6 @@
 """The report in Markdown, for a CI comment: the comparison table (best value per
-column in bold), warnings about mixed runs, and each run's last eval values."""
+column in bold), warnings about mixed runs, each run's last eval values, and what moved
+first before each alert with forensics (numbered as ``mindwatch explain`` numbers them)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mindwatch._version import __version__
+from mindwatch.alerts.movers import first_mover_line
 from mindwatch.common.i18n import _
 from mindwatch.tools.report import formatting
 from mindwatch.tools.report.summary import RunSummary
@@ -54,5 +56,20 @@ def markdown(runs: Sequence[RunSummary], logdir: Path) -> str:
             evaluated.append(f"- {cell(run.name)}: {cell(shown)}")
     if evaluated:
         lines += ["", *evaluated]
+    moved = []
+    for run in runs:
+        for number, alert in enumerate(run.alerts, start=1):
+            said = first_mover_line(alert.get("forensics"))
+            if said is not None:
+                text = _("{run}, alert {number} at step {step} ({rule}): {forensics}").format(
+                    run=run.name,
+                    number=number,
+                    step=alert.get("step"),
+                    rule=alert.get("rule"),
+                    forensics=said,
+                )
+                moved.append(f"- {cell(text)}")
+    if moved:  # what moved first: the question an alert's reader asks next
+        lines += ["", *moved[:10]]
     lines += ["", f"_mindwatch {__version__}_", ""]
     return "\n".join(lines)

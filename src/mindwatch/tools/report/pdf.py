@@ -2,7 +2,8 @@
 
 Page 1 is a cover: title, folder, date, the multi-run comparison (best value per column
 in bold) and each run's summary, set as tables. Then the charts, three to a page, as
-vector graphics. Every page has a footer: the run (or folder) name, the date and
+vector graphics; then the anomalies (each analysed alert's story and heatmap,
+:mod:`.anomalies`). Every page has a footer: the run (or folder) name, the date and
 "page i of n".
 
 The charts are :mod:`mindwatch.tools.report.charts`' (the script-free HTML shows the
@@ -26,7 +27,9 @@ from typing import Optional
 
 from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language
+from mindwatch.tools.explain import wrap
 from mindwatch.tools.report import formatting
+from mindwatch.tools.report.anomalies import draw_heat, heat_caption, run_anomalies
 from mindwatch.tools.report.charts import RATES, STATS, charts, legend, number, style
 from mindwatch.tools.report.ranks import ranks_header, ranks_notes, ranks_rows
 from mindwatch.tools.report.rows import summary_rows
@@ -81,9 +84,12 @@ class _Page:
         rows: list[list[str]],
         widths: list[float],
         bold: Optional[set[tuple[int, int]]] = None,
+        *,
+        left: frozenset[int] = frozenset({0}),
     ) -> None:
-        """Rows of text cells as a ruled table; ``bold``: (row, column) cells to mark.
-        A header label may hold a line break (its row is then two lines high)."""
+        """Rows of text cells as a ruled table; ``bold``: (row, column) cells to mark;
+        ``left``: the columns aligned left (the others, numbers, right). A header label
+        may hold a line break (its row is then two lines high)."""
         row_h = 0.0185
         header_lines = max((label.count("\n") + 1 for label in header), default=1) if header else 0
         count = len(rows) + header_lines
@@ -101,7 +107,7 @@ class _Page:
         for (r, c), cell in table.get_celld().items():
             cell.set_edgecolor("#cccccc")
             cell.set_linewidth(0.5)
-            cell.get_text().set_horizontalalignment("left" if c == 0 else "right")
+            cell.get_text().set_horizontalalignment("left" if c in left else "right")
             cell.PAD = 0.03
             if header and r == 0:
                 cell.set_height(cell.get_height() * header_lines)  # the bbox scales rows
@@ -209,6 +215,86 @@ def _chart_pages(runs: Sequence[RunSummary]) -> list[_Page]:
     return pages
 
 
+_MONO = "DejaVu Sans Mono"
+
+
+def _wrapped(page: _Page, text: str, size: float = 8.0, width: int = 120) -> None:
+    """A paragraph in lines that fit the page (CJK letters counted twice as wide)."""
+    for part in wrap(text, width, "", "  "):
+        page.line(part, size, "#222222")
+
+
+def _anomaly_pages(runs: Sequence[RunSummary]) -> list[_Page]:
+    """Each analysed alert's story and its heatmap (:mod:`.anomalies`), pages of their
+    own after the charts: a story takes a third to half a page."""
+    pages: list[_Page] = []
+    page: Optional[_Page] = None
+
+    def room(needed: float) -> _Page:
+        nonlocal page
+        if page is None or page.room() < needed:
+            page = _Page()
+            pages.append(page)
+            page.heading(_("Anomalies"), 14)
+        return page
+
+    for run, stories, total in run_anomalies(runs):
+        room(0.2).heading(run.name, 11)
+        for told in stories:
+            rows = len((told.heat or {}).get("layers") or [])
+            current = room(0.12)
+            current.y -= 0.006
+            for part in wrap(
+                _("Alert {number}: {what}").format(number=told.number, what=told.what), 100
+            ):
+                current.line(part, 9, "#000000")
+            for block in told.blocks:
+                current = room(0.05 + (0.0185 * (len(block.rows) + 1) if block.rows else 0.0))
+                if block.title:
+                    current.line(block.title, 8.5, "#57606a")
+                if block.kind == "text":
+                    for paragraph in block.paragraphs:
+                        _wrapped(current, paragraph)
+                elif block.kind == "table":
+                    widths = [0.05, 0.07, 0.07, 0.1] + [0.06] * (len(block.header) - 5)
+                    widths.append(1.0 - sum(widths))
+                    last = frozenset({len(block.header) - 1})
+                    current.table(
+                        list(block.header), [list(r) for r in block.rows], widths, left=last
+                    )
+                    current.y += 0.015
+                    if block.text:
+                        _wrapped(current, block.text, 7.5)
+                else:
+                    if block.language:
+                        current.line(block.language, 7.5)
+                    for code in block.lines:
+                        for part in wrap(code, 130, "", "    "):
+                            current.fig.text(
+                                current.LEFT + 0.02, current.y, part, fontsize=7, va="top",
+                                family=_MONO,
+                            )  # fmt: skip
+                            current.y -= 7 / 72 / A4_INCHES[1] * 1.45
+            if told.heat is not None and rows:
+                height = 0.02 + 0.011 * rows
+                current = room(height + 0.07)
+                ax = current.fig.add_axes((0.38, current.y - height, 0.5, height))
+                draw_heat(ax, told, fontsize=5.5)
+                current.y -= height + 0.035
+                for part in wrap(heat_caption(told), 150):
+                    current.line(part, 6.5)
+            current.y -= 0.01
+        if total > len(stories):
+            room(0.04).line(
+                _(
+                    "{count} more analysed alerts: `mindwatch explain {folder} --alert N` "
+                    "tells them."
+                ).format(count=total - len(stories), folder=run.folder),
+                7.5,
+            )
+    return pages
+
+
 def _footer(page: _Page, left: str, number: int, total: int) -> None:
     page.fig.text(page.LEFT, 0.025, left, fontsize=7, color="#666666", va="bottom")
     page.fig.text(
@@ -255,7 +341,7 @@ def _render(
 ) -> None:
     from matplotlib.backends.backend_pdf import PdfPages
 
-    pages = _cover(runs, logdir, created) + _chart_pages(runs)
+    pages = _cover(runs, logdir, created) + _chart_pages(runs) + _anomaly_pages(runs)
     metadata = {"Title": _("Training report") + f": {name}", "Creator": "mindwatch"}
     with PdfPages(path, metadata=metadata) as pdf:
         for number, page in enumerate(pages, 1):
