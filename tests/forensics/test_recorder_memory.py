@@ -56,5 +56,8 @@ def test_through_a_monitor_the_memory_stays_flat_too() -> None:
         100_000, checkpoints=(10_000, 50_000, 100_000), limit=32 * MIB
     )
     first, *rest = samples
+    # The pipeline's own state (queued records, the writers' buffers, the rules'
+    # windows) moves by a MiB or so from checkpoint to checkpoint; a recorder keeping
+    # every step would add 2.7 KB x 90,000 steps = 230 MiB.
     for later in rest:
-        assert abs(later.traced - first.traced) < 256 * 1024, samples
+        assert later.traced - first.traced < 4 * MIB, samples
