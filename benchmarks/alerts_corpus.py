@@ -3,7 +3,10 @@
 Healthy runs vary the model (MLP, small CNN, a tiny attention model), the optimizer
 (SGD, Momentum, Adam, AdamW), the schedule (constant, warmup + cosine, step decay), the
 batch size (down to noisy batches of 2), the seed and the step time (sleep jitter in the
-input pipeline; a background CPU hog during some runs). Faulted runs plant one fault at
+input pipeline; a background CPU hog during some runs). Two families are there to catch
+defaults that cry wolf: regression with heavy-tailed (Student-t, 2 degrees of freedom)
+label noise in batches of 2, and 2,000 steps of ~1 ms beside a process that burns a core
+at the same priority. Faulted runs plant one fault at
 a known step, the way ``tests/mindspore/test_planted_faults.py`` does: each run's
 ``label.json`` says which rule(s) should catch it and from which step.
 
@@ -54,13 +57,17 @@ class Spec:
     steps: int = 400
     delay_ms: float = 5.0  # input pipeline time per batch
     jitter: float = 0.0  # lognormal sigma of that time
-    hog: bool = False  # a CPU hog runs beside the job
+    hog: bool = False  # a CPU hog runs beside the job (niced)
+    busy: int = 0  # CPU-burning processes at normal priority beside the job (runs alone)
+    label_tail: float = 0.0  # Student-t degrees of freedom of the label noise (0: normal)
     eval_every: int = 0
     fault: str = ""
     onset: int = 0
     rules: list[str] = field(default_factory=list)
     rank: Optional[int] = None  # the rank the alert must name (msrun)
     part: str = ""  # throughput_drop: the part that must be named
+    within: int = 10  # the fault must be caught this many steps after its onset ...
+    within_s: float = 0.0  # ... or, when set, this many seconds of training after it
     growth: float = 1.0  # layer_grad / attn_logit: the factor's growth per step
 
     @property
@@ -102,7 +109,60 @@ def healthy_specs() -> list[Spec]:
                     eval_every=50 if (i + seed) % 3 == 0 else 0,
                 )
             )
-    return h
+    return h + heavy_tailed_specs() + busy_specs()
+
+
+# Draws of the Student-t label noise beyond this many scale units are drawn again. A
+# label 50 units (5.0) off, 2.6 times the labels' own spread, is still noise of the
+# run; one 300 units off (p ~ 1e-5 a draw with 2 degrees of freedom) is a corrupted
+# label: its loss is 10^4 times the median, as large as fault-corrupt-labels' x50
+# labels, and the spike rule must catch it.
+TAIL_BOUND = 50.0
+
+
+def heavy_tailed_specs() -> list[Spec]:
+    """Regression with Student-t label noise (2 degrees of freedom: infinite variance,
+    truncated at ``TAIL_BOUND``), in batches of 2 at ~1 ms steps: among 4,000 draws a
+    few fall 20 to 50 times the median draw out, so single steps have gradient norms 10
+    to 20 times the running median and losses hundreds of times theirs, and the norm is
+    back the next step. Healthy: a one-step outlier is no explosion."""
+    runs = [("sgd", 0.01, 0), ("sgd", 0.01, 1), ("sgd", 0.01, 2), ("momentum", 0.005, 0)]
+    runs += [("adam", 0.003, 1), ("adamw", 0.003, 2)]
+    return [
+        Spec(
+            f"healthy-heavytail-mlp-{opt}-b2-s{seed}",
+            optimizer=opt,
+            lr=lr,
+            batch=2,
+            seed=seed,
+            steps=2000,
+            delay_ms=0.0,
+            label_tail=2.0,
+        )
+        for opt, lr, seed in runs
+    ]
+
+
+def busy_specs() -> list[Spec]:
+    """2,000 steps of ~1 ms beside a process that burns a core at the same priority (on
+    a 2-core machine the scheduler takes the job's threads off the CPU for milliseconds
+    to tens of milliseconds at a time): healthy, whatever the hiccups."""
+    runs = [("mlp", "sgd", 0.02, 16), ("mlp", "adam", 0.003, 8), ("mlp", "sgd", 0.01, 2)]
+    return [
+        Spec(
+            f"healthy-busy-{model}-{opt}-b{batch}-s{seed}",
+            model=model,
+            optimizer=opt,
+            lr=lr,
+            batch=batch,
+            seed=seed,
+            steps=2000,
+            delay_ms=0.0,
+            busy=1,
+        )
+        for model, opt, lr, batch in runs
+        for seed in (0, 1)
+    ]
 
 
 def faulted_specs() -> list[Spec]:
@@ -160,6 +220,7 @@ def faulted_specs() -> list[Spec]:
             onset=200,
             rules=["throughput_drop"],
             part="input pipeline",
+            within_s=3.0,  # min_seconds (2 s) + 1 s, + 'recent' steps (the scorecard)
         ),
         Spec(
             "fault-slow-compute",
@@ -169,6 +230,7 @@ def faulted_specs() -> list[Spec]:
             onset=200,
             rules=["throughput_drop"],
             part="compute",
+            within_s=3.0,  # min_seconds (2 s) + 1 s, + 'recent' steps (the scorecard)
         ),
         Spec("fault-stall", steps=300, fault="stall", onset=150, rules=["stall"]),
         Spec(
@@ -177,8 +239,16 @@ def faulted_specs() -> list[Spec]:
             fault="plateau",
             onset=150,
             rules=["plateau"],
+            within=200,  # half as long as it improved, at least 100 steps
         ),
-        Spec("fault-divergence", steps=600, fault="drift", onset=300, rules=["divergence"]),
+        Spec(
+            "fault-divergence",
+            steps=600,
+            fault="drift",
+            onset=300,
+            rules=["divergence"],
+            within=100,  # stays above its minimum for a tenth of the points seen
+        ),
         Spec(
             "fault-eval-rebound",
             steps=300,
@@ -186,6 +256,7 @@ def faulted_specs() -> list[Spec]:
             fault="eval_drift",
             onset=150,
             rules=["eval_rebound"],
+            within=150,  # 3 rising evaluations, 50 steps apart
         ),
         Spec(
             "fault-bad-rank",
@@ -267,6 +338,8 @@ QUICK = {
     "healthy-mlp-sgd-constant-b2-s1",
     "healthy-cnn-adam-cosine-b32-s0",
     "healthy-attn-adam-cosine-b16-s1",
+    "healthy-heavytail-mlp-sgd-b2-s0",
+    "healthy-busy-mlp-adam-b8-s1",
     "fault-nan-input",
     "fault-corrupt-labels",
     "fault-lr-blowup",
@@ -308,7 +381,14 @@ def worker(spec: Spec, folder: Path) -> None:
         if classify:
             y = np.int32(np.argmax(x.reshape(-1) @ teacher + rng.normal(scale=0.5, size=4)))
             return x, y
-        return x, (x @ w_true + rng.normal(scale=0.1, size=1)).astype(np.float32)
+        if spec.label_tail:
+            draw = rng.standard_t(spec.label_tail)
+            while abs(draw) > TAIL_BOUND:
+                draw = rng.standard_t(spec.label_tail)
+            noise = np.array([0.1 * draw])
+        else:
+            noise = rng.normal(scale=0.1, size=1)
+        return x, (x @ w_true + noise).astype(np.float32)
 
     class Source:
         def __init__(self, steps: int, seed: int, train: bool = True) -> None:
@@ -549,12 +629,11 @@ def run_one(spec: Spec, out: Path) -> str:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     started = time.time()
-    hog = None
+    burners = []
     if spec.hog:
-        hog = subprocess.Popen(
-            ["nice", "-n", "19", sys.executable, "-c", "while True: pass"],
-            start_new_session=True,
-        )
+        burners.append(["nice", "-n", "19", sys.executable, "-c", "while True: pass"])
+    burners += [[sys.executable, "-c", "while True: pass"]] * spec.busy
+    hogs = [subprocess.Popen(cmd, start_new_session=True) for cmd in burners]
     killed_at: Optional[float] = None
     try:
         if spec.fault == "bad_rank":
@@ -577,7 +656,7 @@ def run_one(spec: Spec, out: Path) -> str:
                 if code != 0:
                     return f"{spec.name}: FAILED ({code}), see {folder / 'log.txt'}"
     finally:
-        if hog is not None:
+        for hog in hogs:
             os.killpg(hog.pid, signal.SIGKILL)
             hog.wait()
     label = {**asdict(spec), "killed_at": killed_at, "seconds": time.time() - started}
@@ -640,21 +719,24 @@ def main() -> None:
 
 
 def build(chosen: list[Spec], out: Path, *, jobs: int = 2, echo: bool = False) -> list[str]:
-    """Run every spec not already in ``out``; msrun jobs (two workers) run alone."""
+    """Run every spec not already in ``out``; msrun jobs (two workers), runs beside a
+    busy process (which would slow a run beside them) and the heavy-tailed runs of ~1
+    ms steps (another run beside them is a busy process too: they are there for their
+    gradient norms) run alone."""
     out.mkdir(parents=True, exist_ok=True)
     results: list[str] = []
-    single = [s for s in chosen if s.fault != "bad_rank"]
+    alone = [s for s in chosen if s.fault == "bad_rank" or s.busy or s.label_tail]
+    single = [s for s in chosen if s not in alone]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for line in pool.map(lambda s: run_one(s, out), single):
             results.append(line)
             if echo:
                 print(line, flush=True)
-    for spec in chosen:
-        if spec.fault == "bad_rank":
-            line = run_one(spec, out)
-            results.append(line)
-            if echo:
-                print(line, flush=True)
+    for spec in alone:
+        line = run_one(spec, out)
+        results.append(line)
+        if echo:
+            print(line, flush=True)
     return results
 
 

@@ -5,7 +5,10 @@ same :class:`~mindwatch.tools.watch.Watcher` ``mindwatch watch`` uses; ``stall``
 checked as a watcher would see the run ``stall.seconds`` after it was last written).
 Per rule it prints false alarms on the healthy corpus (warning or critical), the faults
 it should catch, how many it caught (at or after the onset step, and naming the right
-rank or part where the label says), and the delay in steps (median, max).
+rank or part where the label says), and the delay in steps (median, max). Each fault
+has a window (``within`` steps, or for ``throughput_drop``, whose persistence is in
+time, ``within_s`` seconds of training plus ``recent`` steps at the run's pace after the
+onset: its median must turn first): a fault caught later is LATE.
 
     python benchmarks/alerts_corpus.py [--quick]      # the runs (cached)
     python benchmarks/alerts_scorecard.py [--quick] [--build] [--markdown]
@@ -34,6 +37,7 @@ sys.path.insert(0, str(HERE))
 from alerts_corpus import DEFAULT_OUT, build, specs  # noqa: E402
 from mindwatch.alerts import Alert  # noqa: E402
 from mindwatch.config import RULE_NAMES, AlertSettings  # noqa: E402
+from mindwatch.events.reader import RunReader, Scalar  # noqa: E402
 from mindwatch.tools.watch import Watcher  # noqa: E402
 
 BAD = ("warning", "critical")
@@ -50,6 +54,8 @@ class Outcome:
     alerts: list[Alert]
     caught_by: Optional[str] = None
     delay: Optional[int] = None
+    delay_s: Optional[float] = None  # training seconds from the onset to the alert
+    late: bool = False  # caught after the fault's window (steps, or seconds)
     early: list[Alert] = field(default_factory=list)  # warning/critical before the onset
     problem: str = ""
 
@@ -84,10 +90,35 @@ def score(folder: Path, settings: AlertSettings) -> Outcome:
         out.caught_by, out.delay = first.rule, max(first.step - onset, 0)
         if first.rule == "stall":
             out.delay = None  # time-based: stall.seconds, not steps
+        else:
+            times = _step_times(folder / "run", onset, first.step)
+            out.delay_s = sum(times)
+            spec = WINDOWS.get(label["name"])
+            within, within_s = (spec.within, spec.within_s) if spec else (10, 0.0)
+            if within_s:
+                # The drop's median must turn first: half the rule's recent points, at
+                # the run's pace after the onset, and as many again for the prefetched
+                # batches of a slow input pipeline.
+                pace = sorted(times)[len(times) // 2] if times else 0.0
+                within_s += settings.throughput_drop.recent * pace
+            out.late = out.delay_s > within_s if within_s else out.delay > within
     else:
         seen = sorted({(a.rule, a.step, a.extra.get("part"), a.rank) for a in after})[:4]
         out.problem = f"not caught (after the onset: {seen})"
     return out
+
+
+WINDOWS = {spec.name: spec for spec in specs()}
+
+
+def _step_times(run: Path, onset: int, step: int) -> list[float]:
+    """The run's ``perf/step_time_ms`` from step ``onset`` to ``step``, in seconds."""
+    return [
+        item.value / 1000.0
+        for item in RunReader(run).read()
+        if isinstance(item, Scalar) and item.tag == "perf/step_time_ms"
+        if onset <= item.step <= step and item.value == item.value
+    ]
 
 
 def table(outcomes: list[Outcome]) -> list[list[str]]:
@@ -134,7 +165,8 @@ def render(outcomes: list[Outcome], markdown: bool = False) -> str:
             if bad:
                 lines.append(f"FALSE ALARM {o.name}: " + "; ".join(a.line() for a in bad[:3]))
         else:
-            where = "" if o.delay is None else f" after {o.delay} steps"
+            where = "" if o.delay is None else f" after {o.delay} steps ({o.delay_s:.2f} s)"
+            where += " LATE" if o.late else ""
             status = f"caught by {o.caught_by}{where}" if o.caught_by else o.problem
             lines.append(f"{o.name} (onset {o.onset}, expects {'/'.join(o.rules)}): {status}")
             for a in o.early:
@@ -271,6 +303,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
             if a.severity in BAD
         ],
         "missed": [o.name for o in outcomes if not o.healthy and o.caught_by is None],
+        "late": [(o.name, o.delay, o.delay_s) for o in outcomes if o.late],
         "early": [(o.name, a.rule, a.step) for o in outcomes for a in o.early],
     }
 

@@ -156,22 +156,68 @@ def test_vanishing_gradients_when_inputs_are_masked(tmp_path: Path) -> None:
     assert ("grad_vanishing", "warning", 84) in rules_at(alerts)  # 5 steps below 1e-3
 
 
+def slowed_from(onset: int, before: float = 0.0) -> Callable[[int], float]:
+    """Seconds to wait at each step: ``before`` until ``onset``; from there on 3 times
+    the median step time measured here over the 100 steps before it (the gaps between
+    calls, one a step: the rule's baseline), so the step becomes ~4 times slower on any
+    machine, however loaded, and not by a number tuned to one."""
+    seen: list[float] = []
+    slow: list[float] = []
+
+    def delay(step: int) -> float:
+        if step < onset:
+            seen.append(time.perf_counter())
+            return before
+        if not slow:
+            gaps = sorted(b - a for a, b in zip(seen[-101:], seen[-100:]))
+            slow.append(3 * gaps[len(gaps) // 2])
+        return slow[0]
+
+    return delay
+
+
+# Each batch of these runs takes 30 ms to load: a 5 ms sleep on a loaded 2-core machine
+# takes 1 to 25 ms, in stretches of tens of steps, so the run's own speed swings by 5x
+# and no drop of 4x stands out of it (the rule is right to say nothing); 30 ms steps
+# keep that jitter a small part of the step. The slow part is long enough for any
+# speed: training stops at the alert (stop_on), which must come once the drop has lasted
+# throughput_drop.min_seconds (2 s). The baseline is the 100 steps before the onset,
+# after the first 200 (compile, the pipeline's prefetch filling).
+BASE_DELAY, ONSET, SLOW_STEPS = 0.03, 301, 400
+DROP_CONFIG = {
+    "alerts": {
+        "throughput_drop": {"window": 100, "recent": 20, "skip": 200},
+        "stop_on": ["throughput_drop"],
+    }
+}
+
+
 def test_a_data_source_that_slows_down(tmp_path: Path) -> None:
-    config = {"alerts": {"throughput_drop": {"window": 100, "recent": 20}}}
-    alerts = train(tmp_path, 190, delay=lambda step: 0.02 if step > 150 else 0.005, config=config)
+    delay = slowed_from(ONSET, before=BASE_DELAY)
+    alerts = train(tmp_path, ONSET + SLOW_STEPS, delay=delay, config=DROP_CONFIG)
     (drop,) = [a for a in alerts if a["rule"] == "throughput_drop"]
     assert drop["severity"] == "warning"
-    assert 150 < drop["step"] <= 175
+    assert ONSET < drop["step"] < ONSET + SLOW_STEPS  # caught, and training stopped there
+    assert json.loads((tmp_path / "run.json").read_text())["last_step"] == drop["step"]
+    assert drop["seconds"] >= 2.0  # it waited out min_seconds of the slow steps
     assert drop["value"] < 0.7 * drop["baseline"]
     assert drop["part"] == "input pipeline"  # perf/data_wait_ms grew
     assert "the input pipeline is slower (perf/data_wait_ms" in drop["message"]
 
 
 def test_a_step_that_slows_down_is_named_compute(tmp_path: Path) -> None:
-    config = {"alerts": {"throughput_drop": {"window": 100, "recent": 20}}}
-    alerts = train(tmp_path, 190, slow_step=lambda step: 0.02 if step > 150 else 0.0, config=config)
+    slow = slowed_from(ONSET)
+    alerts = train(
+        tmp_path,
+        ONSET + SLOW_STEPS,
+        delay=lambda step: BASE_DELAY,
+        slow_step=slow,
+        config=DROP_CONFIG,
+    )
     (drop,) = [a for a in alerts if a["rule"] == "throughput_drop"]
-    assert 150 < drop["step"] <= 175
+    assert ONSET < drop["step"] < ONSET + SLOW_STEPS
+    assert json.loads((tmp_path / "run.json").read_text())["last_step"] == drop["step"]
+    assert drop["seconds"] >= 2.0
     assert drop["part"] == "compute"  # perf/compute_ms grew, not perf/data_wait_ms
     assert "compute is slower (perf/compute_ms" in drop["message"]
 

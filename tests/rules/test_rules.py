@@ -128,16 +128,95 @@ def test_gradient_norm_thresholds_escalate_within_the_cooldown() -> None:
 
 @pytest.mark.parametrize("scale", [0.01, 1.0, 300.0])
 def test_gradient_norm_relative_to_its_running_median_whatever_its_scale(scale: float) -> None:
-    """Large first steps (x15, as a fresh network's) raise nothing; x12 and x150 the
-    running median later do, whatever the model's scale."""
+    """Large first steps (x15, as a fresh network's) raise nothing; x12 the running
+    median for 4 steps later warns at the third, x150 is critical at once, whatever the
+    model's scale."""
     rng = np.random.default_rng(0)
     norms = [scale * (15.0 if s <= 5 else 1.0) * rng.lognormal(0, 0.3) for s in range(1, 301)]
-    norms[199], norms[249] = 12 * scale, 150 * scale
+    norms[199:203] = [12 * scale] * 4
+    norms[249] = 150 * scale
     alerts = run((s, {"train/grad_norm": v}) for s, v in enumerate(norms, start=1))
     assert [(a.rule, a.severity, a.step) for a in alerts] == [
-        ("grad_explosion", "warning", 200),
+        ("grad_explosion", "warning", 202),
         ("grad_explosion", "critical", 250),
     ]
+    assert alerts[0].extra["points"] == 3
+
+
+def grad_steps(norms: list[float], step_ms: float = 0.0) -> list[tuple[int, dict[str, float]]]:
+    """``train/grad_norm`` per step, with ``perf/step_time_ms`` when ``step_ms`` is set."""
+    timing = {"perf/step_time_ms": step_ms} if step_ms else {}
+    return [(s, {"train/grad_norm": v, **timing}) for s, v in enumerate(norms, start=1)]
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_an_outlier_of_one_or_two_steps_is_no_explosion(width: int) -> None:
+    """A heavy-tailed batch: 11x and 60x the median on one step (or two), back to normal
+    the next. Far outside the run's spread, and still the spike rule's business."""
+    rng = np.random.default_rng(1)
+    norms = [rng.lognormal(0, 0.2) for _ in range(400)]
+    norms[199 : 199 + width] = [11.0] * width
+    norms[299 : 299 + width] = [60.0] * width
+    assert run(grad_steps(norms)) == []
+
+
+def test_a_warning_level_explosion_lasts_its_min_seconds_when_set() -> None:
+    """By default three points are enough, at any step time; with ``min_seconds: 1`` at
+    1 ms steps the warning waits until the norm has stayed up for 1 s (1,000 steps),
+    then fires once, against the median before the run."""
+    norms = [1.0] * 200 + [20.0] * 1200
+    assert [(a.severity, a.step) for a in run(grad_steps(norms, step_ms=1.0))] == [("warning", 203)]
+    alerts = run(grad_steps(norms, step_ms=1.0), {"grad_explosion": {"min_seconds": 1.0}})
+    assert [(a.severity, a.step) for a in alerts] == [("warning", 1200)]
+    assert alerts[0].extra["points"] == 1000
+    assert alerts[0].extra["seconds"] == pytest.approx(1.0)
+    assert alerts[0].baseline == pytest.approx(1.0)  # the run was kept out of the median
+    # At 500 ms steps the three points span 1.5 s: the third one fires.
+    alerts = run(
+        grad_steps([1.0] * 200 + [20.0] * 5, step_ms=500.0),
+        {"grad_explosion": {"min_seconds": 1.0}},
+    )
+    assert [(a.severity, a.step) for a in alerts] == [("warning", 203)]
+
+
+def test_an_explosion_hovering_about_the_factor_warns_at_its_third_point() -> None:
+    """A layer's gradient 50x from step 201 puts the global norm at 6 to 15x its median,
+    in and out of the 10x bar: one explosion, warned at its third point; a single 12x
+    step with the norm barely up after it (1.2x on a steady series) is none."""
+    rng = np.random.default_rng(5)
+    steady = [0.2 * rng.lognormal(0, 0.25) for _ in range(200)]
+    hovering = steady + [0.2 * f for f in (14.0, 6.0, 7.5, 11.0, 5.5, 9.0)]
+    alerts = run(grad_steps(hovering))
+    assert [(a.severity, a.step) for a in alerts] == [("warning", 203)]
+    assert run(grad_steps([*steady, 0.2 * 12, 0.2 * 1.2, 0.2 * 1.2, 0.2])) == []
+
+
+def test_a_jump_inside_a_wide_spread_is_no_explosion() -> None:
+    """A norm that swings by x3 from step to step (robust sd of its log ~1.1): 12x for
+    five steps is within 6 of its deviations; the same jump in a steady run warns."""
+    rng = np.random.default_rng(2)
+    wide = [rng.lognormal(0, 1.1) for _ in range(300)] + [12.0] * 5
+    assert run(grad_steps(wide)) == []
+    steady = [rng.lognormal(0, 0.1) for _ in range(300)] + [12.0] * 5
+    assert [(a.rule, a.step) for a in run(grad_steps(steady))] == [("grad_explosion", 303)]
+
+
+def test_the_explosion_rule_state_survives_a_restart_in_the_middle_of_a_run() -> None:
+    """Saved while three large points are held back (watch --once between two calls):
+    the restored rule fires at the same step, with the same baseline."""
+    norms = [1.0] * 100 + [20.0] * 300
+    series = grad_steps(norms, step_ms=5.0)
+    settings = {"grad_explosion": {"min_seconds": 1.0}}
+    whole = run(series, settings)
+    first = RuleEngine(AlertSettings(**settings), run="test", rank=0)
+    for step, values in series[:103]:
+        first.observe(step, values)
+    state = json.loads(json.dumps(first.state_dict()))
+    second = RuleEngine(AlertSettings(**settings), run="test", rank=0)
+    second.load_state_dict(state)
+    resumed = [a for step, values in series[103:] for a in second.observe(step, values)]
+    assert [(a.step, a.baseline) for a in resumed] == [(a.step, a.baseline) for a in whole]
+    assert [a.step for a in whole] == [300]  # 200 points of 5 ms: 1 s
 
 
 def test_vanishing_gradients_after_five_steps_below_the_threshold() -> None:
@@ -214,6 +293,57 @@ def test_throughput_drop_is_reported_once_per_drop() -> None:
     assert len(drops) == 1
     assert 600 < drops[0].step <= 640
     assert drops[0].baseline == pytest.approx(1000, rel=0.05)
+
+
+def speed_steps(speeds: list[float]) -> list[tuple[int, dict[str, float]]]:
+    """``perf/samples_per_s`` with the step time it implies (16 samples per step)."""
+    return [
+        (s, {"perf/samples_per_s": v, "perf/step_time_ms": 16_000.0 / v})
+        for s, v in enumerate(speeds, start=1)
+    ]
+
+
+def test_a_throughput_dip_of_milliseconds_is_no_drop() -> None:
+    """1 ms steps, and another process takes the CPU for 40 steps (40 to 120 ms) at a
+    time, 10 times: each dip is far below the baseline and far outside its noise, and
+    none lasts the 2 s a drop must last."""
+    rng = np.random.default_rng(3)
+    speeds = [16_000 * rng.lognormal(0, 0.05) for _ in range(5000)]
+    for start in range(500, 5000, 450):
+        speeds[start : start + 40] = [16_000 / 3 * rng.lognormal(0, 0.05) for _ in range(40)]
+    assert run(speed_steps(speeds)) == []
+
+
+def test_a_throughput_drop_longer_than_the_window_is_caught_after_min_seconds() -> None:
+    """1 ms steps halve in speed from step 1001: the drop must last 2 s of training
+    (about 1,000 of its 2 ms steps, 5 times the 200-point window) and is measured
+    against the speed before it, not against itself."""
+    rng = np.random.default_rng(4)
+    speeds = [16_000 * rng.lognormal(0, 0.05) for _ in range(1000)]
+    speeds += [8_000 * rng.lognormal(0, 0.05) for _ in range(2000)]
+    (drop,) = run(speed_steps(speeds))
+    assert drop.rule == "throughput_drop"
+    assert 1900 < drop.step < 2100
+    assert drop.extra["seconds"] == pytest.approx(2.0, abs=0.01)
+    assert drop.baseline == pytest.approx(16_000, rel=0.05)
+    assert drop.value == pytest.approx(8_000, rel=0.05)
+
+
+def test_the_throughput_rule_state_survives_a_restart_while_a_drop_waits() -> None:
+    speeds = [1000.0] * 300 + [400.0] * 200  # 16 ms steps, then 40 ms: 2 s is 50 steps
+    series = speed_steps(speeds)
+    whole = run(series)
+    first = RuleEngine(AlertSettings(), run="test", rank=0)
+    for step, values in series[:330]:
+        first.observe(step, values)
+    state = json.loads(json.dumps(first.state_dict()))
+    second = RuleEngine(AlertSettings(), run="test", rank=0)
+    second.load_state_dict(state)
+    resumed = [a for step, values in series[330:] for a in second.observe(step, values)]
+    assert [(a.step, a.baseline, a.value) for a in resumed] == [
+        (a.step, a.baseline, a.value) for a in whole
+    ]
+    assert [a.rule for a in whole] == ["throughput_drop"]
 
 
 def test_eval_rebound_while_train_loss_falls() -> None:

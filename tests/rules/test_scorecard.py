@@ -1,11 +1,12 @@
 """The alert scorecard on the reduced corpus: real MindSpore runs, replayed offline.
 
 ``benchmarks/alerts_corpus.py --quick`` trains a handful of short runs (healthy ones of
-each model, and faults: NaN input, corrupted labels, lr blow-up, slow data, slow
+each model, one of heavy-tailed label noise and one of 1 ms steps beside a busy
+process, and faults: NaN input, corrupted labels, lr blow-up, slow data, slow
 compute); ``benchmarks/alerts_scorecard.py`` replays them through the rules with the
 default settings. No healthy run may raise a warning or a critical alert, and every
-fault must be caught, from its onset, by its rule (a throughput drop naming the part of
-the step that grew).
+fault must be caught, from its onset and within its window, by its rule (a throughput
+drop naming the part of the step that grew).
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ def test_the_reduced_corpus_scores_clean(tmp_path: Path) -> None:
     assert sum(o.healthy for o in outcomes) >= 4
     result = alerts_scorecard.summary(outcomes)
     report = alerts_scorecard.render(outcomes)
-    assert result == {"false_alarms": [], "missed": [], "early": []}, report
-    delays = {o.name: o.delay for o in outcomes if not o.healthy}
-    assert all(d is not None and d <= 10 for d in delays.values()), report
+    # Each fault within its window: 10 steps, or for a throughput drop (which must last
+    # throughput_drop.min_seconds of training) 3 s of training after its onset plus the
+    # time of throughput_drop.recent steps at the run's slowed pace.
+    assert result == {"false_alarms": [], "missed": [], "late": [], "early": []}, report
+    assert all(o.delay is not None for o in outcomes if not o.healthy), report
 
 
 def test_a_layer_whose_gradient_grows_is_named_before_the_loss_moves(tmp_path: Path) -> None:

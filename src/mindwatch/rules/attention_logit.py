@@ -75,8 +75,10 @@ class AttentionLogitSettings(RuleSettings):
     @model_validator(mode="after")
     def _ordered(self) -> AttentionLogitSettings:
         if self.critical <= self.warning:
+            key = "alerts.attention_logit"  # both keys named in full: either may be the typo
             raise ValueError(
-                f"critical ({self.critical:g}) must be above warning ({self.warning:g})"
+                f"{key}.critical ({self.critical:g}) must be above {key}.warning "
+                f"({self.warning:g}): raise critical or lower warning"
             )
         return self
 

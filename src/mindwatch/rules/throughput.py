@@ -1,5 +1,5 @@
-"""``throughput_drop``: throughput well below the run's own baseline, and the part of
-the step that grew (the input pipeline or compute)."""
+"""``throughput_drop``: throughput well below the run's own baseline for seconds of
+training, and the part of the step that grew (the input pipeline or compute)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pydantic import Field
 
 from mindwatch.common.i18n import N_
 from mindwatch.rules.base import MAX_WINDOW, Finding, Rule, RuleSettings, fmt
+from mindwatch.rules.sustained import TrainingClock
 
 __all__ = ["ThroughputDropRule", "ThroughputDropSettings"]
 
@@ -19,9 +20,9 @@ __all__ = ["ThroughputDropRule", "ThroughputDropSettings"]
 class ThroughputDropSettings(RuleSettings):
     """``throughput_drop``: the median of the last ``recent`` points well below the
     run's baseline, by more than ``drop`` and by more than ``zscore`` times the run's
-    own point-to-point noise; names the part of the step that grew (input pipeline:
-    ``perf/data_wait_ms``, or compute: ``perf/compute_ms``) and, under data
-    parallelism, the rank."""
+    own point-to-point noise, and still so after ``min_seconds`` of training; names the
+    part of the step that grew (input pipeline: ``perf/data_wait_ms``, or compute:
+    ``perf/compute_ms``) and, under data parallelism, the rank."""
 
     metric: str = Field(default="perf/samples_per_s", description="Tag.")
     drop: float = Field(default=0.4, gt=0, lt=1, description="Smallest relative drop that alerts.")
@@ -37,6 +38,15 @@ class ThroughputDropSettings(RuleSettings):
         ge=1,
         le=MAX_WINDOW,
         description="Compared: median of the last points (at most 10000).",
+    )
+    min_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=86_400,
+        description="... and the drop must have lasted this many seconds of training "
+        "(from perf/step_time_ms; a run that logs no step time is judged on the points "
+        "alone): a drop a user wants to hear about lasts seconds, while 12 steps of 1 ms "
+        "are one scheduler hiccup from another process. At most 86400 (a day).",
     )
     skip: int = Field(
         default=100,
@@ -67,9 +77,12 @@ _REDUCED = {_DATA_WAIT: "ranks/data_wait_ms_max", _COMPUTE: "ranks/compute_ms_mi
 class ThroughputDropRule(Rule[ThroughputDropSettings]):
     """The median of the last ``recent`` points below the median of up to ``window``
     points before them by more than ``drop`` and by more than ``zscore`` robust standard
-    deviations of those points (in log: a run on a jittery machine needs a larger drop).
-    The alert names the part of the step that grew (``perf/data_wait_ms``: the input
-    pipeline; ``perf/compute_ms``: compute) and its slowest rank when known."""
+    deviations of those points (in log: a run on a jittery machine needs a larger drop),
+    on every point for ``min_seconds`` of training (from ``perf/step_time_ms``). While
+    a drop waits out that time its points are kept out of the baseline, so a drop
+    longer than ``window`` points is not measured against itself. The alert names the
+    part of the step that grew (``perf/data_wait_ms``: the input pipeline;
+    ``perf/compute_ms``: compute) and its slowest rank when known; one alert per drop."""
 
     name = "throughput_drop"
     settings_model = ThroughputDropSettings
@@ -87,66 +100,132 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
         "input pipeline": N_("the input pipeline"),
         "compute": N_("compute"),
     }
-    state = ("points", "parts", "dropped", "skipped")
+    # and the clock's (state_dict below)
+    state = ("base", "fresh", "base_parts", "fresh_parts", "dropped", "skipped", "low", "since_ms")
 
     def __init__(self, settings: ThroughputDropSettings) -> None:
         super().__init__(settings)
-        size = settings.window + settings.recent
-        self.points: deque[float] = deque(maxlen=size)
-        self.parts: dict[str, deque[float]] = {tag: deque(maxlen=size) for tag in _PARTS}
-        self.dropped = False
+        # The baseline's points, and the newer ones: the last ``recent``, or all since a
+        # drop began while it waits out ``min_seconds`` (bounded by MAX_WINDOW).
+        self.base: deque[float] = deque(maxlen=settings.window)
+        self.fresh: deque[float] = deque(maxlen=MAX_WINDOW)
+        self.base_parts = {tag: deque[float](maxlen=settings.window) for tag in _PARTS}
+        self.fresh_parts = {tag: deque[float](maxlen=MAX_WINDOW) for tag in _PARTS}
+        self.dropped = False  # alerted: quiet until the drop ends
         self.skipped = 0
-        self.base: Optional[float] = None  # the last baseline, for a cheap first test
+        self.low = 0  # consecutive points the drop was seen on
+        self.since_ms = 0.0  # training time before the first of them
+        self.clock = TrainingClock()
+        self.level: Optional[float] = None  # the last baseline, for a cheap first test
+        self.cached: Optional[tuple[float, float]] = None  # _baseline(), until it changes
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "clock": self.clock.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.clock.load_state_dict(state.get("clock") or {})
+        self.cached = None
+
+    def _admit(self) -> None:
+        """Points older than the last ``recent`` join the baseline."""
+        fresh, keep = self.fresh, self.settings.recent
+        while len(fresh) > keep:
+            self.base.append(fresh.popleft())
+            for tag, series in self.fresh_parts.items():
+                self.base_parts[tag].append(series.popleft())
+            self.cached = None
+
+    def _baseline(self) -> tuple[float, float]:
+        """The baseline's log median, and the robust standard deviation (1.4826 x the
+        median absolute deviation from it) of the baseline's own rolling medians over a
+        quarter of its points, at least ``recent``: the noise of the run's level over a
+        stretch, not of one point. A drop must last ``min_seconds``, so what it is
+        measured against is the run's sustained speed: a loaded machine's stalls of a
+        few tens of steps in the baseline (seen: 5 ms steps taking 60 to 90 ms for 10
+        to 20 steps at a time, at a load average of 5 on 2 cores) are no reason to miss
+        a drop that lasts seconds, while a baseline whose level itself wanders still
+        needs a larger drop. Kept until the baseline changes (it does not while a drop
+        waits)."""
+        if self.cached is None:
+            logs = [math.log(v) for v in self.base]
+            ordered = sorted(logs)
+            center = ordered[len(ordered) // 2]
+            n = min(max(self.settings.recent, len(logs) // 4), len(logs))
+            half = n // 2
+            medians = [sorted(logs[i : i + n])[min(half, n - 1)] for i in range(len(logs) - n + 1)]
+            mad = sorted(abs(m - center) for m in medians)[len(medians) // 2]
+            self.cached = (center, 1.4826 * mad)
+        return self.cached
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
         s = self.settings
+        before_ms = self.clock.ms
+        now_ms = self.clock.tick(step, values)
         value = self.finite(values, s.metric)
-        if value is None or value <= 0:
+        if value is None or value <= 0 or not self._record(value, values):
             return []
+        level, quiet = self.level, not (self.low or self.dropped)
+        if quiet and level is not None and value >= level * (1 - s.drop):
+            return []  # the common case: this point is not low, nothing to compute
+        center, spread = self._baseline()
+        self.level = baseline = math.exp(center)
+        fresh = self.fresh  # may be long while a drop waits: index from its end
+        recent = sorted(fresh[-i] for i in range(1, s.recent + 1))[s.recent // 2]
+        fall = center - math.log(recent)
+        if not (recent < baseline * (1 - s.drop) and fall > s.zscore * spread):
+            self.low, self.dropped = 0, False
+            self._admit()  # a dip shorter than min_seconds is the run's own history
+            return []
+        if not self.low:
+            self.since_ms = before_ms
+        self.low += 1
+        lasted = (now_ms - self.since_ms) / 1000.0
+        waiting = self.clock.known and lasted < s.min_seconds
+        if self.dropped or waiting:
+            if self.dropped:
+                self._admit()
+            return []  # alerted already, or not long enough: its points stay out
+        self.dropped = True
+        finding = self._finding(baseline, lasted, values)
+        self._admit()
+        return [finding]
+
+    def _record(self, value: float, values: Mapping[str, float]) -> bool:
+        """Keep the point (after the first ``skip``); whether there is enough to judge."""
+        s = self.settings
         if self.skipped < s.skip:
             self.skipped += 1
-            return []
-        points = self.points
-        points.append(value)
-        for tag, series in self.parts.items():
+            return False
+        self.fresh.append(value)
+        for tag, series in self.fresh_parts.items():
             part = values.get(_REDUCED[tag], values.get(tag))
             series.append(part if part is not None and part - part == 0.0 else math.nan)
-        if len(points) < s.warmup + s.recent:
-            return []
-        base = self.base
-        if base is not None and value >= base * (1 - s.drop) and not self.dropped:
-            return []  # the common case: this point is not low, nothing to compute
-        listed = list(points)
-        recent = sorted(listed[-s.recent :])[s.recent // 2]
-        logs = sorted(math.log(v) for v in listed[: -s.recent])
-        center = logs[len(logs) // 2]
-        self.base = baseline = math.exp(center)
-        mad = sorted(abs(x - center) for x in logs)[len(logs) // 2]
-        fall = center - math.log(recent)
-        dropped = recent < baseline * (1 - s.drop) and fall > s.zscore * 1.4826 * mad
-        was, self.dropped = self.dropped, dropped
-        if not dropped or was:
-            return []  # one alert per drop
-        return [self._finding(recent, baseline, values)]
+        if not self.low:
+            self._admit()
+        return len(self.base) >= s.warmup and len(self.fresh) >= s.recent
 
-    def _finding(self, recent: float, baseline: float, values: Mapping[str, float]) -> Finding:
+    def _finding(self, baseline: float, lasted: float, values: Mapping[str, float]) -> Finding:
+        """The drop: the median of every point since it began (the last ``recent``
+        before it was first seen, and those while it lasted)."""
         s = self.settings
+        fresh = sorted(self.fresh)
+        value = fresh[len(fresh) // 2]
         message = self.message(
             "drop",
             metric=s.metric,
-            value=fmt(recent),
-            recent=s.recent,
-            drop=f"{1 - recent / baseline:.0%}",
+            value=fmt(value),
+            recent=len(fresh),
+            drop=f"{1 - value / baseline:.0%}",
             baseline=fmt(baseline),
         )
         grown: dict[str, tuple[float, float]] = {}
-        for tag, series in self.parts.items():
-            listed = list(series)
-            now = [v for v in listed[-s.recent :] if not math.isnan(v)]
-            before = [v for v in listed[: -s.recent] if not math.isnan(v)]
+        for tag in _PARTS:
+            now = [v for v in self.fresh_parts[tag] if not math.isnan(v)]
+            before = [v for v in self.base_parts[tag] if not math.isnan(v)]
             if now and before:
                 grown[tag] = (sorted(before)[len(before) // 2], sorted(now)[len(now) // 2])
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"seconds": round(lasted, 3), "points": len(fresh)}
         rank = None
         if grown:
             tag = max(grown, key=lambda t: grown[t][1] - grown[t][0])
@@ -154,7 +233,7 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
             if now_ms > was:
                 part = _PARTS[tag]
                 shown = _REDUCED[tag] if _REDUCED[tag] in values else tag
-                extra = {"part": part, "part_metric": shown, "part_ms": [was, now_ms]}
+                extra.update(part=part, part_metric=shown, part_ms=[was, now_ms])
                 # The slow pipeline's rank; a slow-compute rank is the straggler rule's.
                 outlier = values.get("ranks/data_wait_ms_argmax") if tag == _DATA_WAIT else None
                 if outlier is not None and outlier - outlier == 0.0:
@@ -168,5 +247,5 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
                     after=f"{now_ms:.3g}",
                 )
         return Finding(
-            self.name, "warning", s.metric, recent, message, baseline, rank=rank, extra=extra
+            self.name, "warning", s.metric, value, message, baseline, rank=rank, extra=extra
         )

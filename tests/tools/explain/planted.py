@@ -19,7 +19,7 @@ import numpy as np
 
 import mindwatch
 from mindwatch.alerts.model import Alert
-from mindwatch.forensics import FlightRecorder, analyse
+from mindwatch.forensics import SKIP_FILE, FlightRecorder, SkipList, analyse, resume_hint
 
 MODULES = (
     "attention.wq.weight",
@@ -42,16 +42,9 @@ NAN_STEP = 420
 SAMPLES = list(range(4800, 4808))
 BAD_SAMPLE = 4803
 LOOKBACK, Z = 32, 6.0
-SKIP = {
-    "file": "skip.json",
-    "python": [
-        "from mindwatch.forensics import skip_batches",
-        "dataset = skip_batches(dataset, 'skip.json')  # before Model.train",
-        "dataset = dataset.filter(lambda i: i not in [4800, 4801, 4802, 4803, 4804, 4805, "
-        "4806, 4807], input_columns=['sample_id'])",
-    ],
-    "yaml": ["mindwatch:", "  skip_batches: skip.json"],
-}
+# The skip lines as the pipeline writes them (mindwatch.forensics.skiplist), for a file
+# named relative to the run folder and an id column called sample_id.
+SKIP = resume_hint(Path("skip.json"), column="sample_id", step=NAN_STEP)
 
 
 def names(prefix: str = "") -> list[str]:
@@ -154,6 +147,9 @@ def write_run(
             summary["ranks"] = [0, 1]
         if step == NAN_STEP:
             summary["skip"] = SKIP
+            skips = SkipList()
+            skips.add({"step": step, "rank": 1, "sample_ids": [BAD_SAMPLE]})
+            skips.write(folder / SKIP_FILE)
         document: dict[str, Any] = {**full, "alert": alert.to_dict()}
         if ranks:
             document["per_rank"] = per_rank

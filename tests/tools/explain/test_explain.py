@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mindwatch.cli import main
+from mindwatch.forensics import resume_hint
 from mindwatch.tools.explain import cells, wrap
 from tests.tools.explain.planted import (
     ALERT_STEP,
@@ -129,13 +130,29 @@ def test_the_nonfinite_alert_names_the_parameter_the_samples_and_the_skip(run: P
     assert "skip.json lists this batch; these lines make a resumed run skip it:" in text
     # code as given: each line whole, or broken only after a comma inside its brackets
     code = lines[lines.index("  Python:") + 1 : lines.index("  MindFormers YAML:")]
-    assert [c.strip() for c in code[:2]] == SKIP["python"][:2]
-    assert len(code) == 4
-    assert code[2].endswith(",")
-    assert code[3].startswith("        ")
-    assert code[2].strip() + " " + code[3].strip() == SKIP["python"][2]
+    assert code[0].strip() == SKIP["python"][0]
+    assert len(code) == 3  # the filter line is 86 columns: broken after its comma
+    assert code[1].endswith(",")
+    assert code[2].startswith("        ")
+    assert code[1].strip() + " " + code[2].strip() == SKIP["python"][1]
     yaml = lines[lines.index("  MindFormers YAML:") + 1 :][:2]
-    assert yaml == ["    mindwatch:", "      skip_batches: skip.json"]
+    assert yaml == ["    resume_training: True", f"    data_skip_steps: {NAN_STEP}"]
+
+
+def test_a_moved_run_folder_gets_skip_lines_for_where_it_is_now(tmp_path: Path) -> None:
+    first = write_run(tmp_path / "first")
+    lines = (first / "alerts.jsonl").read_text(encoding="utf-8").splitlines()
+    # As the pipeline writes it: the skip file's absolute path, at the time of the alert.
+    gone = tmp_path / "gone" / "skip.json"
+    alerts = [json.loads(line) for line in lines]
+    alerts[2]["forensics"]["skip"] = resume_hint(gone, column="sample_id", step=NAN_STEP)
+    text = "".join(json.dumps(a) + "\n" for a in alerts)
+    (first / "alerts.jsonl").write_text(text, encoding="utf-8")
+    result = explain(str(first), "--alert", "3")
+    assert result.exit_code == 0, result.output
+    text = "".join(line.strip() for line in result.output.splitlines())
+    assert str(gone) not in text
+    assert f'SkipList.load("{first / "skip.json"}")' in text
 
 
 def test_an_alert_without_forensics_says_so(run: Path) -> None:

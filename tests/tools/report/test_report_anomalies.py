@@ -40,7 +40,7 @@ def test_the_interactive_html_tells_each_analysed_alert_with_a_heatmap(
     assert "Alert 2: [critical] grad_explosion at step 300, rank 1, batch 4" in part
     assert f"layer {LONG} on rank 1 moved 3 steps before the loss" in part
     assert f"{NAN_FIRST} is the first parameter whose gradient was not finite" in part
-    assert "skip_batches: skip.json" in part  # the skip lines, in a <pre>
+    assert "data_skip_steps: 420" in part  # the skip lines, in a <pre>
     specs = [json.loads(m) for m in re.findall(r"var figure = (\{.*?\});\n", part, flags=re.DOTALL)]
     assert len(specs) == 2
     import plotly.graph_objects as go

@@ -34,7 +34,7 @@ WRITER = textwrap.dedent(
                 loss = math.nan
             if step == 300:
                 loss *= 40
-            mon.log_step(step, loss=loss, grad_norm=25.0 if step == 200 else 1.0)
+            mon.log_step(step, loss=loss, grad_norm=250.0 if step == 200 else 1.0)
             time.sleep(0.004)
     """
 )

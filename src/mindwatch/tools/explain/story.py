@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Optional
 
 from mindwatch.alerts.model import Alert
 from mindwatch.alerts.movers import first_mover_head, only_nonfinite, score
 from mindwatch.common.i18n import _, ngettext
+from mindwatch.forensics.skiplist import SKIP_FILE
 from mindwatch.tools.explain.incidents import Incident
 
 __all__ = ["MAX_MOVERS", "MAX_SAMPLES", "Block", "Story", "number", "story", "what"]
@@ -201,6 +203,27 @@ def _batch(batch: dict[str, Any], alert: dict[str, Any]) -> Block:
     return Block("text", _("Batch"), lines=tuple(lines))
 
 
+def _moved(skip: dict[str, Any], run: Path) -> dict[str, Any]:
+    """The skip lines for the run folder where it is now: a folder copied or moved since
+    the alert keeps its ``skip.json``, and the path the alert wrote names the old place.
+    Unchanged when the alert's file is still there or the run has none."""
+    written = skip.get("file")
+    here = run / SKIP_FILE
+    if not isinstance(written, str) or not here.is_file():
+        return skip
+    if (Path(written) if Path(written).is_absolute() else run / written).exists():
+        return skip
+    now = str(here)
+
+    def lines(key: str) -> Any:
+        got = skip.get(key)
+        if not isinstance(got, list):
+            return got
+        return [line.replace(written, now) if isinstance(line, str) else line for line in got]
+
+    return {**skip, "file": now, "python": lines("python"), "yaml": lines("yaml")}
+
+
 def _skip(skip: dict[str, Any]) -> list[Block]:
     blocks = [
         Block(
@@ -356,7 +379,7 @@ def story(incident: Incident) -> Story:
         told.blocks.append(_batch(batch if isinstance(batch, dict) else {}, alert))
     skip = summary.get("skip")
     if isinstance(skip, dict):
-        told.blocks += _skip(skip)
+        told.blocks += _skip(_moved(skip, incident.run))
     ranks_block = _ranks(summary, incident.analysis)
     if ranks_block is not None:
         told.blocks.append(ranks_block)
