@@ -25,6 +25,12 @@ For each model size, the same compiled network is trained with:
   compares the two, paired round by round, by the mean step interval (a cost that hits
   one step per period counts in full) and by the median, and a last line times the
   sampler thread's own work per sample (the most the training thread can lose to it);
+* with ``--forensics``: ``TrainOneStepWithGradNormCell(layer_norms=True)`` (the cell
+  returns every parameter's squared gradient norm each step, so the flight recorder
+  really gets them) + ``TrainingMonitor()`` (the flight recorder on, its default), and
+  the same with ``alerts: {forensics: {enabled: false}}``; a line compares the two,
+  paired round by round, and a last one times the recorder's own calls in one more
+  round (its appends on the training thread, its share of the pipeline's thread);
 * ``TrainOneStepWithGradNormCell(layer_norms=True)`` + ``TrainingMonitor`` recording
   per-layer norms, the parameter norm and histograms every 10 steps: its row shows the
   steps that record nothing extra (they must cost what the row above costs); a line
@@ -44,7 +50,7 @@ the very same configuration:
 
     python benchmarks/overhead.py [--rounds 12] [--steps 60] [--sizes small,medium,large]
                                   [--prometheus [--scrape-every 0.1]]
-                                  [--hardware [--hardware-round-s 12]]
+                                  [--hardware [--hardware-round-s 12]] [--forensics]
 """
 
 from __future__ import annotations
@@ -313,8 +319,70 @@ def sampler_work(period_s: float, window_s: float) -> str:
     )
 
 
+class RecorderClock:
+    """Times the flight recorder's per-step calls while it is installed (a context
+    manager): its appends on the training thread (``add_layers``, wall time) and its
+    work on the pipeline's thread (``add_scalars``, that thread's CPU time)."""
+
+    def __init__(self) -> None:
+        self.layers: list[float] = []
+        self.scalars: list[float] = []
+
+    def __enter__(self) -> RecorderClock:
+        import time
+
+        from mindwatch.forensics import FlightRecorder
+
+        self._saved = FlightRecorder.add_layers, FlightRecorder.add_scalars
+        add_layers, add_scalars = self._saved
+
+        def timed_layers(recorder: FlightRecorder, step: int, squares: Any) -> None:
+            start = time.perf_counter()
+            add_layers(recorder, step, squares)
+            self.layers.append(time.perf_counter() - start)
+
+        def timed_scalars(recorder: FlightRecorder, step: int, values: Any) -> None:
+            start = time.thread_time()
+            add_scalars(recorder, step, values)
+            self.scalars.append(time.thread_time() - start)
+
+        FlightRecorder.add_layers = timed_layers  # type: ignore[method-assign]
+        FlightRecorder.add_scalars = timed_scalars  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from mindwatch.forensics import FlightRecorder
+
+        FlightRecorder.add_layers, FlightRecorder.add_scalars = self._saved  # type: ignore[method-assign]
+
+
 def _quantile(values: list[float], q: float) -> float:
     return float(np.quantile(np.asarray(values), q))
+
+
+def recorder_lines(
+    steps: int,
+    bare: float,
+    *,
+    medians: dict[str, list[float]],
+    means: dict[str, list[float]],
+    inside: dict[str, list[float]],
+    on: str,
+    off: str,
+) -> str:
+    """The flight recorder on vs off, paired by round: end to end (median and mean step)
+    and in the callbacks, as shares of the bare step."""
+    by_median = [a / b for a, b in zip(medians[on], medians[off])]
+    by_mean = [a / b for a, b in zip(means[on], means[off])]
+    on_us, off_us = (statistics.median(inside[name]) * 1e6 for name in (on, off))
+    return (
+        f"  flight recorder on vs off, paired by round ({len(by_median)} x {steps} steps): "
+        f"median step {statistics.median(by_median):.3f} ({_quantile(by_median, 0.25):.3f}-"
+        f"{_quantile(by_median, 0.75):.3f}), mean step {statistics.median(by_mean):.3f} "
+        f"({_quantile(by_mean, 0.25):.3f}-{_quantile(by_mean, 0.75):.3f}); in-callback "
+        f"{on_us:.1f} vs {off_us:.1f} us ({100 * (on_us - off_us) / (bare * 1e6):+.2f} % of "
+        "the bare step)"
+    )
 
 
 def main() -> None:
@@ -332,6 +400,11 @@ def main() -> None:
         help="add TrainingMonitor with hardware telemetry on and off, in rounds of a duration",
     )
     parser.add_argument("--hardware-round-s", type=float, default=12.0, help="seconds")
+    parser.add_argument(
+        "--forensics",
+        action="store_true",
+        help="add the layers cell + TrainingMonitor with the flight recorder on and off",
+    )
     args = parser.parse_args()
     ms.set_device("CPU")
     ms.set_context(mode=ms.GRAPH_MODE)
@@ -380,12 +453,22 @@ def main() -> None:
         hardware[hw_bare_name] = ("plain", lambda b: [])
         hardware[hw_on_name] = ("plain", hw_on)
         hardware[hw_off_name] = ("plain", hw_off)
+    rec_on_name, rec_off_name = "layers cell + TrainingMonitor()", "  same, alerts.forensics off"
+    no_recorder = {"alerts": {"forensics": {"enabled": False}}}
+    recorder: dict[str, tuple[str, Callable[[int], list[Any]]]] = {}
+    if args.forensics:
+        recorder[rec_on_name] = ("layers", lambda b: [TrainingMonitor(logdir=folder())])
+        recorder[rec_off_name] = (
+            "layers",
+            lambda b: [TrainingMonitor(no_recorder, logdir=folder())],
+        )
     configs: dict[str, tuple[str, Callable[[int], list[Any]]]] = {
         bare_name: ("plain", lambda b: []),
         "MindSpore LossMonitor()": ("plain", lambda b: [LossMonitor()]),
         off_name: ("plain", lambda b: [TrainingMonitor(logdir=folder())]),
         **exporter,
         **hardware,
+        **recorder,
         "naive tensorboardX callback": ("plain", lambda b: [NaiveTensorBoardX(folder(), b)]),
         "GradNorm cell + TrainingMonitor()": (
             "gradnorm",
@@ -500,6 +583,24 @@ def main() -> None:
                     f"{(held - typical) * 1e3:+.2f} ms per sample, "
                     f"{100 * (held - typical) / period:+.4f} % of a {period:g} s period"
                 )
+        if args.forensics:
+            names_of = {"on": rec_on_name, "off": rec_off_name}
+            print(
+                recorder_lines(
+                    args.steps, bare, medians=medians, means=means, inside=inside, **names_of
+                )
+            )
+            with RecorderClock() as clock, quiet_stdout():
+                models[rec_on_name].train(
+                    1, dataset(args.steps, batch), callbacks=[TrainingMonitor(logdir=folder())]
+                )
+            layers_us = statistics.median(clock.layers[5:]) * 1e6
+            scalars_us = statistics.median(clock.scalars[5:]) * 1e6
+            print(
+                f"  the recorder's own calls, one more round: add_layers {layers_us:.2f} us "
+                f"(training thread), add_scalars {scalars_us:.2f} us (pipeline thread's CPU); "
+                f"together {100 * (layers_us + scalars_us) / (bare * 1e6):.3f} % of the bare step"
+            )
         if recording:
             rec_ms = statistics.median(recording) * 1e3
             print(

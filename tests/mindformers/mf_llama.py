@@ -12,6 +12,11 @@ Run inside the MindFormers venv, through mindwatch's launcher (which registers
 ``MFTrainOneStepCell``, MindFormers' ``MFLossMonitor`` and its TensorBoard writer, and
 the YAML's callbacks built through MindFormers' registry.
 
+``--spike S --steps N``: instead of the example's random tokens, ``N`` batches of a
+learnable sequence (each token the one before plus 1, modulo the vocabulary), except
+the batch of step ``S``, whose tokens are random: a bad batch planted in the data, the
+loss of a model that has learned the rule jumps there.
+
 Either way a plain MindSpore callback (the spy) records what the train cell returned at
 every step, so the test can compare mindwatch's event files with it and with
 MindFormers' own TensorBoard files.
@@ -34,7 +39,42 @@ from mindformers import MindFormerConfig, Trainer, build_context
 from mindspore.train import Callback
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "mindformers"))
-from train_tiny_llama import CPUTrainOneStepCell, dataset
+from train_tiny_llama import CPUTrainOneStepCell
+from train_tiny_llama import dataset as random_tokens
+
+
+class Counting:
+    """Sequences ``start, start + 1, ...`` (modulo ``vocab``) of ``seq_length + 1``
+    tokens, the start drawn per sample; the samples of batch ``bad`` are random tokens."""
+
+    def __init__(self, samples: int, seq_length: int, vocab: int, batch: int, bad: int) -> None:
+        self.samples, self.seq_length, self.vocab = samples, seq_length, vocab
+        self.bad = range(bad * batch, (bad + 1) * batch)
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray]:
+        rng = np.random.default_rng(i)
+        if i in self.bad:
+            tokens = rng.integers(0, self.vocab, self.seq_length + 1)
+        else:  # one token random: the loss levels off instead of going to 0
+            tokens = (rng.integers(0, self.vocab) + np.arange(self.seq_length + 1)) % self.vocab
+            tokens[rng.integers(0, tokens.size)] = rng.integers(0, self.vocab)
+        return (tokens.astype(np.int32),)
+
+
+def dataset(config: Any, steps: int, spike: int) -> Any:
+    """The tokens of the job: the example's (``spike`` 0), or :class:`Counting` ones with
+    a bad batch at step ``spike`` (1-based, as ``cur_step_num``)."""
+    if not spike:
+        return random_tokens(config, steps)
+    import mindspore as ms
+
+    model, batch = config.model.model_config, config.runner_config.batch_size
+    tokens = Counting(batch * steps, model.seq_length, model.vocab_size, batch, spike - 1)
+    data = ms.dataset.GeneratorDataset(tokens, ["input_ids"], shuffle=False)
+    return data.batch(batch, drop_remainder=True)
 
 
 class Spy(Callback):  # type: ignore[misc]
@@ -45,10 +85,14 @@ class Spy(Callback):  # type: ignore[misc]
         self.path = path
         self.steps: list[dict[str, Any]] = []
         self.weights: list[str] = []
+        self.sizes: list[int] = []  # the weights' element counts
+        self.trainable: list[str] = []
 
     def on_train_begin(self, run_context: Any) -> None:
         cell = run_context.original_args().train_network
         self.weights = [p.name for p in cell.weights]
+        self.sizes = [int(np.prod(p.shape)) for p in cell.weights]
+        self.trainable = [p.name for p in cell.network.trainable_params()]
 
     def on_train_step_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
@@ -67,17 +111,27 @@ class Spy(Callback):  # type: ignore[misc]
         }
         if len(out) == 7:
             row["local_norm"] = [float(v) for v in out[5].asnumpy().reshape(-1)]
+            row["size"] = [int(v) for v in out[6]]  # each gradient's element count
         self.steps.append(row)
 
     def on_train_end(self, run_context: Any) -> None:
-        self.path.write_text(json.dumps({"weights": self.weights, "steps": self.steps}))
+        self.path.write_text(
+            json.dumps(
+                {
+                    "weights": self.weights,
+                    "sizes": self.sizes,
+                    "trainable": self.trainable,
+                    "steps": self.steps,
+                }
+            )
+        )
 
 
-def train_with_trainer(config: Any, spy: Spy) -> None:
-    Trainer(args=config, train_dataset=dataset(config), callbacks=[spy]).train()
+def train_with_trainer(config: Any, spy: Spy, data: Any) -> None:
+    Trainer(args=config, train_dataset=data, callbacks=[spy]).train()
 
 
-def train_with_model(config: Any, spy: Spy) -> None:
+def train_with_model(config: Any, spy: Spy, data: Any) -> None:
     """The user's own loop: Model.train, a user subclass of MFTrainOneStepCell."""
     from mindformers import LlamaConfig, LlamaForCausalLM
     from mindformers.core.callback import build_callback
@@ -110,14 +164,14 @@ def train_with_model(config: Any, spy: Spy) -> None:
     defaults = {
         "learning_rate": lr,
         "origin_epochs": 1,
-        "dataset_size": 30,
+        "dataset_size": data.get_dataset_size(),
         "global_batch_size": batch,
     }
     callbacks = [
         build_callback(entry, default_args=defaults if entry["type"] == "MFLossMonitor" else None)
         for entry in config.callbacks
     ]
-    Model(cell).train(1, dataset(config), callbacks=[*callbacks, spy], dataset_sink_mode=False)
+    Model(cell).train(1, data, callbacks=[*callbacks, spy], dataset_sink_mode=False)
 
 
 def main() -> None:
@@ -125,14 +179,17 @@ def main() -> None:
     parser.add_argument("--config", required=True)
     parser.add_argument("--route", choices=["trainer", "model"], default="trainer")
     parser.add_argument("--spy", required=True)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--spike", type=int, default=0, help="the step of a bad batch")
     args = parser.parse_args()
     config = MindFormerConfig(args.config)
     build_context(config)
     spy = Spy(Path(args.spy))
+    data = dataset(config, args.steps, args.spike)
     if args.route == "trainer":
-        train_with_trainer(config, spy)
+        train_with_trainer(config, spy, data)
     else:
-        train_with_model(config, spy)
+        train_with_model(config, spy, data)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ class Job:
     output: str
     spy: list[dict[str, Any]]
     weights: list[str]
+    sizes: list[int]
+    trainable: list[str]
     mindwatch: Series
     mindformers: Optional[Series]
     run: dict[str, Any]
@@ -53,9 +55,17 @@ def run_job(
     local_norm: bool = False,
     mindformers_tensorboard: bool = True,
     mindwatch: Optional[dict[str, Any]] = None,
+    steps: int = 30,
+    spike: int = 0,
+    learning_rate: Optional[float] = None,
 ) -> Job:
+    """Train the example's tiny LLaMA for ``steps`` steps (its random tokens; with
+    ``spike``, ``mf_llama.py``'s learnable ones and a bad batch at that step)."""
     config = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     config["runner_wrapper"]["use_clip_grad"] = clip
+    config["lr_schedule"]["total_steps"] = steps
+    if learning_rate is not None:
+        config["lr_schedule"]["learning_rate"] = learning_rate
     if local_norm:
         config["runner_wrapper"]["local_norm"] = True
     if not mindformers_tensorboard:
@@ -67,6 +77,7 @@ def run_job(
         [
             *(str(python), "-m", "mindwatch.mindspore.mindformers", str(JOB)),
             *("--config", "job.yaml", "--route", route, "--spy", "spy.json"),
+            *("--steps", str(steps), "--spike", str(spike)),
         ],
         capture_output=True,
         text=True,
@@ -86,6 +97,8 @@ def run_job(
         output=output,
         spy=spy["steps"],
         weights=spy["weights"],
+        sizes=spy["sizes"],
+        trainable=spy["trainable"],
         mindwatch=scalars(run_folder),
         mindformers=scalars(tensorboard) if mindformers_tensorboard else None,
         run=json.loads((run_folder / "run.json").read_text()),

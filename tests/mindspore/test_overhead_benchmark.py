@@ -43,3 +43,28 @@ def test_the_overhead_benchmark_prints_telemetry_on_and_off_side_by_side() -> No
     assert "mean step" in paired[0]
     assert "median step" in paired[0]
     assert "hardware sampler thread, CPU time per sample" in out
+
+
+def test_the_overhead_benchmark_prints_the_flight_recorder_on_and_off() -> None:
+    args = ["--sizes", "small", "--rounds", "2", "--steps", "12", "--forensics"]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "GLOG_v": "3"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    rows = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    names = [row.split("  ")[0] for row in rows]
+    assert "layers cell + TrainingMonitor()" in names, out
+    assert "same, alerts.forensics off" in names, out
+    paired = [row for row in rows if row.startswith("flight recorder on vs off")]
+    assert len(paired) == 1, out
+    assert "(2 x 12 steps)" in paired[0]
+    (calls,) = [row for row in rows if row.startswith("the recorder's own calls")]
+    # both calls were timed: the recorder really got the norms and the scalars
+    assert "add_layers" in calls
+    assert "add_scalars" in calls

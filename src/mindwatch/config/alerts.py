@@ -177,7 +177,9 @@ class ForensicsSettings(Settings):
         default=256,
         ge=16,
         le=100_000,
-        description="Steps kept in memory (at most 100000: K x parameters x 8 bytes).",
+        description="Steps kept in memory (at most 100000; a step is its parameters' "
+        "norms, 4 bytes each, plus its sample ids and scalars: 2-3 KB for 200 "
+        "parameters and 32 ids).",
     )
     lookback: int = Field(
         default=32,

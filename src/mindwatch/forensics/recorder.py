@@ -13,8 +13,10 @@ tensor it got (no device-to-host copy: they are converted, a few hundred small a
 only when an alert asks for a window) and the sample ids; the pipeline's thread appends
 the scalars. Each kind is a ``deque`` of bounded length (``capacity``): appending is
 one C call under the GIL, copying one for a window is another, so neither thread
-locks, and memory is flat however long the run (K x parameters x 8 bytes at most,
-plus K references). Under data parallelism every rank keeps its own recorder.
+locks, and memory is flat however long the run: K steps of the cell's vector (4 bytes
+a parameter in float32), the batch's ids and a few scalars, 2-3 KB a step for 200
+parameters and 32 ids (``benchmarks/recorder_memory.py``). Under data parallelism every
+rank keeps its own recorder.
 """
 
 from __future__ import annotations

@@ -1,0 +1,82 @@
+"""Spike forensics on MindFormers' real Trainer: a bad batch planted in the data, with
+``runner_wrapper: {local_norm: True}``, is explained in MindFormers' parameter names.
+
+The tiny LLaMA of ``examples/mindformers/`` learns a rule (each token the one before
+plus 1, one token per sample random, so the loss levels off near 0.8 instead of going to
+0) for 250 steps; the batch of step 240 is random tokens (``mf_llama.py --spike``). The
+flight recorder keeps MindFormers' ``local_norm`` output (each gradient's square sum, in
+the order of the train cell's ``weights``, which is the optimizer's: MindFormers groups
+the weights with weight decay before the norms' scales, so it is not the model's
+``trainable_params()`` order).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mindformers.test_trainer import assert_no_error_lines, run_job
+
+STEPS, SPIKE = 250, 240
+
+
+def _alerts(run_folder: Path) -> list[dict[str, Any]]:
+    lines = (run_folder / "alerts.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_a_bad_batch_is_explained_in_mindformers_parameter_names(
+    tmp_path: Path, mindformers_python: Path
+) -> None:
+    job = run_job(
+        tmp_path,
+        mindformers_python,
+        local_norm=True,
+        mindformers_tensorboard=False,
+        steps=STEPS,
+        spike=SPIKE,
+        learning_rate=1e-2,  # learns the rule in about 60 steps
+    )
+    assert_no_error_lines(job)
+    spy = {row["step"]: row for row in job.spy}
+    assert sorted(spy) == list(range(1, STEPS + 1))
+    # What the cell returned: the same parameters as the model's, in another order, and
+    # local_norm's own element counts (its `size` output) are the weights' in order.
+    assert sorted(job.weights) == sorted(job.trainable)
+    assert job.weights != job.trainable
+    assert all(row["size"] == job.sizes for row in job.spy)
+    assert len(set(job.sizes)) > 2  # the counts tell the parameters apart
+    losses = [spy[s]["loss"] for s in range(SPIKE - 40, SPIKE)]
+    assert spy[SPIKE]["loss"] > 5 * statistics.median(losses)  # the planted spike
+
+    run_folder = job.out / "output" / "mindwatch"
+    explained = [a for a in _alerts(run_folder) if "forensics" in a]
+    assert [(a["rule"], a["step"]) for a in explained][:1] == [("spike", SPIKE)], explained
+    forensics = explained[0]["forensics"]
+    first, movers = forensics["first_mover"], forensics["movers"]
+    assert first["kind"] == "layer", forensics
+    assert (first["onset"], first["lead_steps"]) == (SPIKE, 0), forensics
+    layers = [m for m in movers if m["kind"] == "layer"]
+    assert layers, movers
+    assert all(m["name"] in job.trainable for m in layers), movers
+    assert all(m["name"].startswith(("model.", "lm_head.")) for m in layers)
+    assert movers[0]["name"] == first["name"]
+
+    # The names are bound to the right values: each layer mover's value is the square
+    # root of the local_norm entry of that name at the alert's step, and its baseline
+    # the median of those norms over the steps before the judged ones.
+    record = json.loads((run_folder / forensics["file"]).read_text())
+    assert record["layers"] == len(job.weights)
+    assert set(record["heat"]["layers"]) <= set(job.weights)
+    judged = record["lookback"]
+    for mover in (m for m in record["movers"] if m["kind"] == "layer"):
+        j = job.weights.index(mover["name"])
+        norm = math.sqrt(spy[SPIKE]["local_norm"][j])
+        assert mover["value"] == pytest.approx(norm, rel=1e-5), mover
+        base = [math.sqrt(spy[s]["local_norm"][j]) for s in range(1, SPIKE - judged + 1)]
+        assert mover["baseline"] == pytest.approx(statistics.median(base), rel=1e-5), mover
