@@ -8,8 +8,6 @@ its forensics; ``explain`` and ``report`` read what it wrote."""
 from __future__ import annotations
 
 import json
-import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -142,14 +140,12 @@ def test_explain_tells_the_real_run_in_80_columns(run: Path) -> None:
     step = alert["step"]
     ids = ", ".join(str(10_000 + (step - 1) * BATCH + k) for k in range(4))
     assert f"step {step}, rank 0, batch {alert['batch']}; {BATCH} sample ids: {ids}," in text
-    # the skip lines the pipeline wrote, as it wrote them (a long one broken after a
-    # comma inside its brackets: still Python)
-    skip = alert["forensics"]["skip"]
-    code = lines[lines.index("  Python:") + 1 : lines.index("  MindFormers YAML:")]
-    assert re.sub(r"\s", "", "".join(code)) == re.sub(r"\s", "", "".join(skip["python"]))
-    compile(textwrap.dedent("\n".join(code)), "<skip lines>", "exec")
-    yaml = lines[lines.index("  MindFormers YAML:") + 1 :][: len(skip["yaml"])]
-    assert [y.strip() for y in yaml] == skip["yaml"]
+    # The fault is in a layer's gradient, not in the batch: the loss did not jump on
+    # this batch, so no skip is suggested and skip.json blames nothing
+    # (tests/mindspore/test_forensics_multicard.py resumes past a bad batch for real).
+    assert "skip" not in alert["forensics"]
+    assert "Skip it on resume" not in lines
+    assert not (run / "skip.json").exists()
 
 
 @pytest.mark.slow
