@@ -45,6 +45,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from mindwatch.forensics import FlightRecorder
+from mindwatch.forensics import recorder as recorder_module
 
 CHECKPOINTS = (1_000, 10_000, 100_000, 1_000_000)
 
@@ -186,8 +187,12 @@ def _soak(
     gc.collect()
     if tracing:
         tracemalloc.start()
+    # The bare recorder's memory is what was allocated in the recorder's module and in
+    # this loop (a snapshot filtered to the two files): threads another test left
+    # running in the same process do not move it. Through a Monitor it is the whole heap.
+    measure = _traced if monitor is not None else _own
     try:
-        start_traced, start_rss = _traced(), _rss()
+        start_traced, start_rss = measure(), _rss()
         samples = []
         for step, values, squares, batch in data:
             if monitor is None:
@@ -206,7 +211,7 @@ def _soak(
             if step == marks[len(samples)]:
                 settle()
                 gc.collect()
-                samples.append(Sample(step, _traced() - start_traced, _rss() - start_rss))
+                samples.append(Sample(step, measure() - start_traced, _rss() - start_rss))
                 if len(samples) == len(marks):
                     return samples
     finally:
@@ -217,6 +222,15 @@ def _soak(
 
 def _traced() -> int:
     return tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+
+
+def _own() -> int:
+    """Bytes traced to allocations made in the recorder's module or in this file."""
+    if not tracemalloc.is_tracing():
+        return 0
+    files = [tracemalloc.Filter(True, recorder_module.__file__), tracemalloc.Filter(True, __file__)]
+    snapshot = tracemalloc.take_snapshot().filter_traces(files)
+    return sum(stat.size for stat in snapshot.statistics("filename"))
 
 
 def _settled(done: bool) -> None:

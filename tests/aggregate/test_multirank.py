@@ -580,3 +580,35 @@ def test_a_rank_that_reaches_its_monitor_late_still_joins_the_run(tmp_path: Path
     assert monitors[0].logdir == monitors[1].logdir  # type: ignore[union-attr]
     loss = scalars(tmp_path)["train/loss"]
     assert loss[-1][1] == pytest.approx((local_loss(0, 10) + local_loss(1, 10)) / 2, rel=1e-6)
+
+
+def test_an_alert_gathers_every_ranks_forensics_once_and_names_the_bad_ranks_batch(
+    tmp_path: Path,
+) -> None:
+    """Rank 1's loss jumps at step 45: the spike is raised on rank 0 from the reduced
+    loss, rank 1's own recorder answers in the next reduction, and the alert names rank
+    1's batch (its sample ids, not rank 0's), though the run outpaces the pipeline."""
+    group = LocalGroup(2)
+
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 61):
+                loss = 1.0 + 0.01 * ((step * 7 + rank) % 5)
+                if rank == 1 and step == 45:
+                    loss = 500.0
+                mon.log_sample_ids(step, [1000 * rank + 10 * step + k for k in range(3)])
+                mon.log_step(step, loss=loss, grad_norm=loss, samples=3)
+
+    run_ranks(2, tmp_path, body, config={"aggregate_every": 10}, group=group)
+    (file,) = tmp_path.rglob("alerts.jsonl")
+    alerts = [json.loads(line) for line in file.read_text().splitlines()]
+    spike = next(a for a in alerts if a["rule"] == "spike")
+    assert (spike["step"], spike["rank"]) == (45, 1)
+    forensics = spike["forensics"]
+    assert forensics["ranks"] == [0, 1]
+    assert forensics["blame"] == 1
+    assert spike["sample_ids"] == [1450, 1451, 1452]
+    assert [(m["rank"], m["onset"]) for m in forensics["movers"] if m["name"] == "loss"] == [
+        (1, 45)
+    ]
+    assert json.loads((file.parent / "skip.json").read_text())["samples"] == [1450, 1451, 1452]

@@ -244,8 +244,9 @@ class Aggregator:
 
     def request_forensics(self, step: int) -> None:
         """Ask every rank for its forensics of ``step`` at the next reduction (rank 0's
-        rules; any thread: a deque append)."""
-        self._forensics_asked.append(int(step))
+        rules; any thread: a deque append). Two alerts of one step ask once."""
+        if int(step) not in self._forensics_asked:
+            self._forensics_asked.append(int(step))
 
     def take_benchmark(self) -> bool:
         """Whether the reduction that just returned agreed on the micro-benchmark (once:

@@ -109,7 +109,11 @@ class RunControls:
 
     def log_sample_ids(self, step: int, ids: Sequence[Any]) -> None:
         """The sample ids of ``step``'s batch: an alert at that step names them."""
-        self._pipeline.sample_ids(step_number(step), list(ids))
+        number, kept = step_number(step), list(ids)
+        recorder = self._pipeline.recorder
+        if recorder is not None:  # one deque append: there when another rank asks
+            recorder.add_sample_ids(number, kept)
+        self._pipeline.sample_ids(number, kept)
 
     @property
     def steps_per_epoch(self) -> Optional[int]:

@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 # Longest wait (on top of max_block_secs, the writer's own) for the rules' verdict on a
 # step, with alerts.stop_on: normally tens of microseconds.
 VERDICT_WAIT = 10.0
+# At close, under reduction: the longest wait for rank 0's rules on the steps reduced so
+# far, so that a forensics request rides the last reduction.
+_CLOSE_VERDICT_WAIT = 5.0
 
 Record = Callable[..., None]  # adds fields to run.json (the session's)
 
@@ -325,8 +328,18 @@ class ReducedRoute(StepRoute):
 
     def close(self, *, communicate: bool, timeout: Optional[float]) -> None:
         super().close(communicate=communicate, timeout=timeout)
-        assert self.aggregator is not None
-        self.aggregator.close(communicate=communicate, timeout=timeout)
+        aggregator = self.aggregator
+        assert aggregator is not None
+        pipeline = self.pipeline
+        if communicate and aggregator.reducing and pipeline.alerting is not None:
+            # The rules' verdicts on the steps reduced so far, before the last
+            # reduction: an alert among them asks for the other ranks' forensics, and
+            # the last reduction is the last chance to carry the request (a short run
+            # outpaces the pipeline's thread). Local work, bounded.
+            wait = _CLOSE_VERDICT_WAIT if timeout is None else min(timeout, _CLOSE_VERDICT_WAIT)
+            if aggregator.sync(wait):
+                pipeline.sync(wait)
+        aggregator.close(communicate=communicate, timeout=timeout)
 
     def summary(self) -> dict[str, Any]:
         assert self.aggregator is not None

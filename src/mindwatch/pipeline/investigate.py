@@ -103,6 +103,8 @@ class Investigator:
             ids = (full.get("batch") or {}).get("sample_ids")
             if ids is not None:
                 alert.extra["sample_ids"] = ids
+            elif full.get("blame", self.rank) != self.rank:
+                alert.extra.pop("sample_ids", None)  # this rank's batch is not the one
             path = self._file(alert)
             record = _clean({**full, "alert": alert.to_dict()})
             path.parent.mkdir(parents=True, exist_ok=True)

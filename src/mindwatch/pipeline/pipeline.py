@@ -114,7 +114,7 @@ class Pipeline:
             logs that tag itself).
         alerting: the rules, on ``main``'s steps (None: no rules here).
         recorder: this rank's flight recorder (:mod:`mindwatch.forensics`): it gets the
-            local values of every step this thread derives, and the batches' sample ids.
+            local values of every step this thread derives.
         open_rank_folder: the sinks of this rank's own folder, opened when a reduction
             fails on a rank that had none (its values are not lost), or None.
         max_queue: records that may wait; a producer of more waits for room, then
@@ -346,9 +346,7 @@ class Pipeline:
             if self.alerting is not None:
                 self.alerting.report(entry[1])
                 self.main.write(RaisedAlert(entry[1]))
-        elif kind == _IDS:
-            if self.recorder is not None:
-                self.recorder.add_sample_ids(entry[1], entry[2])
+        elif kind == _IDS:  # (the recorder got them on the caller's thread)
             if self.alerting is not None:
                 self.alerting.note_sample_ids(entry[1], entry[2])
         elif kind == _GATHERED:
