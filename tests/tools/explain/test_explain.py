@@ -53,11 +53,13 @@ def test_the_story_of_the_first_serious_alert_with_forensics(run: Path) -> None:
     result = explain(str(run))
     assert result.exit_code == 0, result.output
     lines = fits(result.output)
-    assert lines[0] == f"3 alerts in {run}; --alert N explains another:"
-    # the brief list: the info alert has no forensics, the chosen one is marked
-    assert lines[1].startswith("   1  [info] loss_plateau at step 200")
-    assert lines[2].startswith(">  2  [critical] grad_explosion at step 300, rank 1")
-    assert lines[2].endswith("[forensics]")
+    # the heading (wrapped when the run's path is long), then the brief list: the info
+    # alert has no forensics, the chosen one is marked
+    at = next(i for i, line in enumerate(lines) if line.startswith("   1  "))
+    assert " ".join(lines[:at]) == f"3 alerts in {run}; --alert N explains another:"
+    assert lines[at].startswith("   1  [info] loss_plateau at step 200")
+    assert lines[at + 1].startswith(">  2  [critical] grad_explosion at step 300, rank 1")
+    assert lines[at + 1].endswith("[forensics]")
     assert lines[3].endswith("[forensics]")
     text = " ".join(line.strip() for line in lines)
     assert "Alert 2 of 3: [critical] grad_explosion at step 300, rank 1, batch 4: gradient" in text
@@ -264,7 +266,9 @@ def test_the_story_in_chinese_from_the_locale(run: Path) -> None:
     result = explain(str(run), env={"LANGUAGE": "", "LC_ALL": "zh_CN.UTF-8", "COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     lines = fits(result.output)  # Chinese characters count two columns
-    assert lines[0] == f"{run} 中有 3 条告警；--alert N 解释其他告警："
+    at = next(i for i, line in enumerate(lines) if line.startswith("   1  "))
+    heading = squash(f"{run} 中有 3 条告警；--alert N 解释其他告警：")
+    assert squash("".join(lines[:at])) == heading  # wrapped when the run's path is long
     text = squash(result.output)  # a line may break between any two Chinese characters
     assert squash(f"rank 1 上的层 {LONG} 比损失早 3 步开始偏离（自第 {ONSET} 步起") in text
     assert "偏离的序列，最先偏离的在前" in lines
