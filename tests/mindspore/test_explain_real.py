@@ -15,40 +15,16 @@ import mindspore as ms
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from mindspore import Parameter, Tensor, nn, ops
-from mindspore.common import dtype as mstype
+from mindspore import nn
 from mindspore.dataset import GeneratorDataset
 from mindspore.train import Model
 
 from mindwatch.cli import main
 from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
 from mindwatch.tools.explain import cells
+from tests.mindspore.planted_cells import Dense, GradScale, PlantAt, WithIds
 
 FAULT, FACTOR, STEPS, BATCH = 150, 30.0, 170, 16
-
-
-class GradScale(nn.Cell):  # type: ignore[misc]
-    """Identity forward; the gradient through it times ``scale``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.scale = Parameter(Tensor(1.0, mstype.float32), name="fault", requires_grad=False)
-
-    def construct(self, x: Any) -> Any:
-        return x * self.scale + ops.stop_gradient(x * (1.0 - self.scale))
-
-
-class Dense(nn.Cell):  # type: ignore[misc]
-    def __init__(self, i: int, o: int, seed: int, fault: Any = None) -> None:
-        super().__init__()
-        w = np.random.default_rng(seed).normal(size=(i, o)) / np.sqrt(i)
-        self.weight = Parameter(Tensor(w.astype(np.float32)), name="weight")
-        self.bias = Parameter(Tensor(np.zeros(o, np.float32)), name="bias")
-        self.fault = fault
-
-    def construct(self, x: Any) -> Any:
-        w = self.weight if self.fault is None else self.fault(self.weight)
-        return ops.matmul(x, w) + self.bias
 
 
 class MLP(nn.Cell):  # type: ignore[misc]
@@ -61,27 +37,6 @@ class MLP(nn.Cell):  # type: ignore[misc]
 
     def construct(self, x: Any) -> Any:
         return self.head(self.relu(self.hidden(self.relu(self.embed(x)))))
-
-
-class WithIds(nn.Cell):  # type: ignore[misc]
-    """The loss network, taking (and ignoring) the dataset's id column."""
-
-    def __init__(self, net: nn.Cell) -> None:
-        super().__init__()
-        self.loss = nn.WithLossCell(net, nn.MSELoss())
-
-    def construct(self, x: Any, y: Any, ids: Any) -> Any:
-        return self.loss(x, y)
-
-
-class PlantAt(ms.train.Callback):  # type: ignore[misc]
-    def __init__(self, fault: GradScale) -> None:
-        super().__init__()
-        self.fault = fault
-
-    def on_train_step_begin(self, run_context: Any) -> None:
-        if int(run_context.original_args().cur_step_num) == FAULT:
-            self.fault.scale.set_data(Tensor(FACTOR, mstype.float32))
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +58,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         WithIds(net), nn.SGD(net.trainable_params(), learning_rate=0.01), layer_norms=True
     )
     monitor = TrainingMonitor(logdir=logdir, config={"print_every": 0, "alerts": {"sample_ids": 2}})
-    callbacks = [PlantAt(fault), monitor]
+    callbacks = [PlantAt(fault, FAULT, FACTOR), monitor]
     Model(cell).train(1, rows.batch(BATCH), callbacks=callbacks, dataset_sink_mode=False)
     ms.set_context(mode=previous)
     return next(logdir.rglob("alerts.jsonl")).parent

@@ -19,13 +19,13 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 import pytest
-from mindspore import Parameter, Tensor, nn, ops
-from mindspore.common import dtype as mstype
+from mindspore import nn, ops
 from mindspore.dataset import GeneratorDataset
 from mindspore.train import Model
 
 from mindwatch.forensics import SkipList
 from mindwatch.mindspore import TrainingMonitor, TrainOneStepWithGradNormCell
+from tests.mindspore.planted_cells import Dense, GradScale, PlantAt, WithIds
 
 FAULT, FACTOR, STEPS, BATCH = 300, 50.0, 330, 32
 
@@ -36,30 +36,6 @@ def graph_mode() -> Iterator[None]:
     ms.set_context(mode=ms.GRAPH_MODE)
     yield
     ms.set_context(mode=previous)
-
-
-class GradScale(nn.Cell):  # type: ignore[misc]
-    """Identity forward; the gradient through it times ``scale``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.scale = Parameter(Tensor(1.0, mstype.float32), name="fault", requires_grad=False)
-
-    def construct(self, x: Any) -> Any:
-        return x * self.scale + ops.stop_gradient(x * (1.0 - self.scale))
-
-
-class Dense(nn.Cell):  # type: ignore[misc]
-    def __init__(self, i: int, o: int, seed: int, fault: Any = None) -> None:
-        super().__init__()
-        w = np.random.default_rng(seed).normal(size=(i, o)) / np.sqrt(i)
-        self.weight = Parameter(Tensor(w.astype(np.float32)), name="weight")
-        self.bias = Parameter(Tensor(np.zeros(o, np.float32)), name="bias")
-        self.fault = fault
-
-    def construct(self, x: Any) -> Any:
-        w = self.weight if self.fault is None else self.fault(self.weight)
-        return ops.matmul(x, w) + self.bias
 
 
 class CNN(nn.Cell):  # type: ignore[misc]
@@ -104,16 +80,6 @@ def _model(arch: str, fault: GradScale) -> tuple[nn.Cell, str, np.ndarray, np.nd
     return Attention(fault), "wk.weight", x, x[:, :, 0].mean(1, keepdims=True)
 
 
-class PlantAt(ms.train.Callback):  # type: ignore[misc]
-    def __init__(self, fault: GradScale) -> None:
-        super().__init__()
-        self.fault = fault
-
-    def on_train_step_begin(self, run_context: Any) -> None:
-        if int(run_context.original_args().cur_step_num) == FAULT:
-            self.fault.scale.set_data(Tensor(FACTOR, mstype.float32))
-
-
 def _alerts(logdir: Path) -> list[dict[str, Any]]:
     (file,) = logdir.rglob("alerts.jsonl")
     return [json.loads(line) for line in file.read_text().splitlines()]
@@ -138,7 +104,7 @@ def _train(net: nn.Cell, x: np.ndarray, y: np.ndarray, logdir: Path, *callbacks:
 def test_the_faulty_layer_is_ranked_first(arch: str, tmp_path: Path) -> None:
     fault = GradScale()
     net, faulty, x, y = _model(arch, fault)
-    _train(net, x, y, tmp_path, PlantAt(fault))
+    _train(net, x, y, tmp_path, PlantAt(fault, FAULT, FACTOR))
     explained = [a for a in _alerts(tmp_path) if "forensics" in a and a["step"] >= FAULT]
     assert explained, f"no explained alert after step {FAULT}: {_alerts(tmp_path)}"
     first = explained[0]
@@ -171,17 +137,6 @@ class NaNSource:
 
     def __len__(self) -> int:
         return len(self.x)
-
-
-class WithIds(nn.Cell):  # type: ignore[misc]
-    """The loss network, taking (and ignoring) the id column."""
-
-    def __init__(self, net: nn.Cell) -> None:
-        super().__init__()
-        self.loss = nn.WithLossCell(net, nn.MSELoss())
-
-    def construct(self, x: Any, y: Any, ids: Any) -> Any:
-        return self.loss(x, y)
 
 
 @pytest.mark.slow
