@@ -44,9 +44,9 @@ def _matching(marker: str) -> MatchingTags:
     return MatchingTags(lambda tag: marker in tag)
 
 
-def _logits(values: Mapping[str, float], tags: list[str]) -> list[tuple[str, float]]:
-    """The finite values under ``tags``."""
-    return [(t, v) for t in tags if (v := values[t]) - v == 0.0]
+def _logits(values: Mapping[str, float], matching: MatchingTags) -> list[tuple[str, float]]:
+    """The finite values of the step under the tags ``matching`` finds in it."""
+    return [(t, v) for t in matching(values) if (v := values[t]) - v == 0.0]
 
 
 class AttentionLogitSettings(RuleSettings):
@@ -107,13 +107,10 @@ class AttentionLogitRule(Rule[AttentionLogitSettings]):
         self.tags = _matching(settings.marker)
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
-        tags = self.tags(values)
-        if not tags:
-            return []
-        s = self.settings
-        seen = _logits(values, tags)
+        seen = _logits(values, self.tags)
         if not seen:
             return []
+        s = self.settings
         tag, value = max(seen, key=lambda item: item[1])
         limits = (s.warning, s.critical)
         for i, severity in enumerate(("warning", "critical")):
@@ -202,13 +199,10 @@ class AttentionLogitGrowthRule(Rule[AttentionLogitGrowthSettings]):
         self.raised = bool(state.get("raised", self.raised))
 
     def observe(self, step: int, values: Mapping[str, float]) -> list[Finding]:
-        tags = self.tags(values)
-        if not tags:
-            return []
-        s = self.settings
-        seen = _logits(values, tags)
+        seen = _logits(values, self.tags)
         if not seen:
             return []
+        s = self.settings
         growing: list[tuple[float, str, float, float]] = []  # ratio, tag, before, now
         for tag, value in seen:
             points = self.series.get(tag)
