@@ -19,11 +19,11 @@ half the PDF's time.
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language
@@ -31,6 +31,7 @@ from mindwatch.tools.explain import wrap
 from mindwatch.tools.report import formatting
 from mindwatch.tools.report.anomalies import draw_heat, heat_caption, run_anomalies
 from mindwatch.tools.report.charts import RATES, STATS, charts, legend, number, style
+from mindwatch.tools.report.fit import NBSP, ellipsize, fit_lines, text_width
 from mindwatch.tools.report.ranks import ranks_header, ranks_notes, ranks_rows
 from mindwatch.tools.report.rows import summary_rows
 from mindwatch.tools.report.summary import RunSummary
@@ -70,13 +71,24 @@ class _Page:
     def room(self) -> float:
         return self.y - self.BOTTOM
 
+    def _lines(
+        self, text: str, size: float, *, bold: bool = False, indent: float = 0.0
+    ) -> list[str]:
+        width = (self.RIGHT - self.LEFT - indent) * _WIDTH_PT
+        return fit_lines(text, width, size, bold=bold)
+
     def heading(self, text: str, size: float = 12) -> None:
-        self.fig.text(self.LEFT, self.y, text, fontsize=size, va="top", weight="bold")
-        self.y -= size / 72 / A4_INCHES[1] + 0.012
+        """Bold text, wrapped to the page's width (a run's name can be long)."""
+        for part in self._lines(text, size, bold=True):
+            self.fig.text(self.LEFT, self.y, part, fontsize=size, va="top", weight="bold")
+            self.y -= size * 1.25 / _HEIGHT_PT
+        self.y -= 0.012 - size * 0.25 / _HEIGHT_PT
 
     def line(self, text: str, size: float = 8.5, color: str = "#444444") -> None:
-        self.fig.text(self.LEFT, self.y, text, fontsize=size, va="top", color=color)
-        self.y -= size / 72 / A4_INCHES[1] * 1.5
+        """A line of text, wrapped to the page's width when it is longer (a folder path)."""
+        for part in self._lines(text, size):
+            self.fig.text(self.LEFT, self.y, part, fontsize=size, va="top", color=color)
+            self.y -= size / _HEIGHT_PT * 1.5
 
     def table(
         self,
@@ -86,39 +98,136 @@ class _Page:
         bold: Optional[set[tuple[int, int]]] = None,
         *,
         left: frozenset[int] = frozenset({0}),
-    ) -> None:
+        more: Optional[Callable[[], _Page]] = None,
+    ) -> _Page:
         """Rows of text cells as a ruled table; ``bold``: (row, column) cells to mark;
-        ``left``: the columns aligned left (the others, numbers, right). A header label
-        may hold a line break (its row is then two lines high)."""
-        row_h = 0.0185
-        header_lines = max((label.count("\n") + 1 for label in header), default=1) if header else 0
-        count = len(rows) + header_lines
-        height = row_h * count
-        from matplotlib.transforms import Bbox
+        ``left``: the columns aligned left (the others, numbers, right). Each cell's text
+        wraps to its column's width (measured in its font, :mod:`.fit`; a header label
+        may hold its own line breaks) and a row is as high as its tallest cell. Rows that
+        do not fit go on the page ``more`` returns, below the header again; the page the
+        table ended on is returned."""
+        laid = _TableLayout(header, rows, widths, bold or set(), left)
+        page = self
+        drawn = 0
+        while True:
+            if header:
+                page._row(laid, laid.header, laid.header_height, header=True)
+            fresh = True  # no body row on this page yet: one goes on, however high
+            while drawn < len(rows):
+                if (
+                    more is not None
+                    and not fresh
+                    and laid.heights[drawn] / _HEIGHT_PT > page.room()
+                ):
+                    break
+                page._row(laid, laid.rows[drawn], laid.heights[drawn], header=False)
+                drawn, fresh = drawn + 1, False
+            if drawn >= len(rows) or more is None:
+                break
+            page = more()
+        page.y -= 0.025
+        return page
 
-        ax = self.fig.add_axes((self.LEFT, self.y - height, self.RIGHT - self.LEFT, height))
-        ax.set_axis_off()
-        cells = ([header] if header else []) + rows
-        table = ax.table(
-            cellText=cells, colWidths=widths, loc="upper left", bbox=Bbox.from_bounds(0, 0, 1, 1)
-        )
-        table.auto_set_font_size(False)
-        table.set_fontsize(8)
-        for (r, c), cell in table.get_celld().items():
-            cell.set_edgecolor("#cccccc")
-            cell.set_linewidth(0.5)
-            cell.get_text().set_horizontalalignment("left" if c in left else "right")
-            cell.PAD = 0.03
-            if header and r == 0:
-                cell.set_height(cell.get_height() * header_lines)  # the bbox scales rows
-                cell.set_facecolor("#eef2f7")
-                cell.get_text().set_fontsize(7)
-                cell.get_text().set_fontweight("bold")
-            body = r - (1 if header else 0)
-            if bold and (body, c) in bold:
-                cell.get_text().set_fontweight("bold")
-                cell.set_facecolor("#e6f4ea")
-        self.y -= height + 0.025
+    def _row(self, laid: _TableLayout, cells: list[_Cell], height: float, *, header: bool) -> None:
+        """One table row, ``height`` points high, its top at the cursor."""
+        from matplotlib.patches import Rectangle
+
+        top = self.y
+        x = self.LEFT
+        bottom = top - height / _HEIGHT_PT
+        for column, cell in enumerate(cells):
+            width = laid.widths[column] / _WIDTH_PT
+            fill = "#eef2f7" if header else ("#e6f4ea" if cell.bold else "#ffffff")
+            self.fig.add_artist(
+                Rectangle(
+                    (x, bottom),
+                    width,
+                    top - bottom,
+                    transform=self.fig.transFigure,
+                    facecolor=fill,
+                    edgecolor=_RULE,
+                    linewidth=0.5,
+                )
+            )
+            align_left = column in laid.left
+            tx = x + (_PAD_X if align_left else laid.widths[column] - _PAD_X) / _WIDTH_PT
+            ty = top - _PAD_Y / _HEIGHT_PT
+            for part in cell.lines:
+                self.fig.text(
+                    tx,
+                    ty,
+                    part,
+                    fontsize=cell.size,
+                    va="top",
+                    ha="left" if align_left else "right",
+                    weight="bold" if cell.bold or header else "normal",
+                )
+                ty -= cell.size * _LINE / _HEIGHT_PT
+            x += width
+        self.y = bottom
+
+    def table_height(
+        self, header: Optional[list[str]], rows: list[list[str]], widths: list[float]
+    ) -> float:
+        """The height of a table, as a fraction of the page, on one page."""
+        laid = _TableLayout(header, rows, widths, set())
+        return (sum(laid.heights) + (laid.header_height if header else 0.0)) / _HEIGHT_PT + 0.025
+
+
+_WIDTH_PT, _HEIGHT_PT = A4_INCHES[0] * 72, A4_INCHES[1] * 72
+_RULE = "#cccccc"  # the tables' rules (tests find the cells by it)
+_PAD_X, _PAD_Y = 3.0, 3.2  # points between a cell's border and its text
+_LINE = 1.22  # line height / font size inside a cell
+_BODY_SIZE, _HEADER_SIZE = 8.0, 7.0
+
+
+@dataclass
+class _Cell:
+    lines: list[str]
+    size: float
+    bold: bool
+
+
+class _TableLayout:
+    """A table's cells broken into lines that fit their columns, and each row's height
+    (points)."""
+
+    def __init__(
+        self,
+        header: Optional[list[str]],
+        rows: list[list[str]],
+        widths: list[float],
+        bold: set[tuple[int, int]],
+        left: frozenset[int] = frozenset({0}),
+    ) -> None:
+        total = sum(widths)
+        self.widths = [w / total * (_Page.RIGHT - _Page.LEFT) * _WIDTH_PT for w in widths]
+        self.left = left  # the columns aligned left
+        room = [w - 2 * _PAD_X for w in self.widths]
+        self.header = [
+            _Cell(fit_lines(label, room[c], _HEADER_SIZE, bold=True), _HEADER_SIZE, True)
+            for c, label in enumerate(header or [])
+        ]
+        self.rows = [
+            [
+                _Cell(
+                    fit_lines(str(value), room[c], _BODY_SIZE, bold=(r, c) in bold),
+                    _BODY_SIZE,
+                    (r, c) in bold,
+                )
+                for c, value in enumerate(row)
+            ]
+            for r, row in enumerate(rows)
+        ]
+        self.header_height = self._height(self.header)
+        self.heights = [self._height(row) for row in self.rows]
+
+    @staticmethod
+    def _height(cells: list[_Cell]) -> float:
+        if not cells:
+            return 0.0
+        tallest = max(len(c.lines) * c.size * _LINE for c in cells)
+        return tallest + 2 * _PAD_Y
 
 
 def _two_lines(label: str) -> str:
@@ -133,6 +242,29 @@ def _two_lines(label: str) -> str:
 def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[_Page]:
     pages = [_Page()]
     page = pages[0]
+
+    def new_page() -> _Page:
+        pages.append(_Page())
+        return pages[-1]
+
+    def place(
+        heading: str,
+        size: float,
+        header: Optional[list[str]],
+        rows: list[list[str]],
+        widths: list[float],
+        **options: Any,
+    ) -> _Page:
+        """A heading and its table: on a new page when the table would fit one but not
+        the rest of this one (a table longer than a page starts here and goes on)."""
+        nonlocal page
+        height = page.table_height(header, rows, widths) + 0.04
+        if page.room() < min(height, 0.25):
+            page = new_page()
+        page.heading(heading, size)
+        page = page.table(header, rows, widths, more=new_page, **options)
+        return page
+
     page.heading(_("Training report"), 18)
     page.line(_("Folder: {folder}").format(folder=logdir))
     page.line(
@@ -148,18 +280,20 @@ def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[
         page.line(_("The best value of each column is in bold."), 7.5)
         bold = {(r, c) for c in table.best for r in range(len(table.rows)) if table.is_best(r, c)}
         widths = [0.32] + [0.68 / (len(table.header) - 1)] * (len(table.header) - 1)
-        page.table(table.header, table.rows, widths, bold)
+        page = page.table(table.header, table.rows, widths, bold, more=new_page)
     if shared:
-        page.heading(_("Hyperparameters shared by all runs"), 10)
-        page.table(None, [[k, number(v)] for k, v in sorted(shared.items())], [0.35, 0.65])
+        rows = [[k, number(v)] for k, v in sorted(shared.items())]
+        place(_("Hyperparameters shared by all runs"), 10, None, rows, [0.35, 0.65])
     for run in runs:
         rows = [[label, value] for label, value in summary_rows(run)]
         rows.append([_("alerts"), str(len(run.alerts))])
         speed = run.facts.get("throughput") or {}
         for name, stats in speed.items():
             if isinstance(stats, dict) and stats:  # the others say what was left out
-                shown = ", ".join(
-                    f"{_(STATS.get(str(k), str(k)))} {formatting.metric_value(name, v)}"
+                shown = ", ".join(  # each statistic with its value on one line
+                    f"{_(STATS.get(str(k), str(k)))} {formatting.metric_value(name, v)}".replace(
+                        " ", NBSP
+                    )
                     for k, v in stats.items()
                 )
                 rows.append([_(RATES.get(name, name)), shown])
@@ -167,32 +301,18 @@ def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[
         hparams = sorted(
             (k, v) for k, v in (run.facts.get("hparams") or {}).items() if k not in shared
         )
-        needed = 0.0185 * len(rows) + 0.06
-        if page.room() < needed:
-            page = _Page()
-            pages.append(page)
-        page.heading(_("Run {name}").format(name=run.name), 11)
-        page.table(None, rows, [0.35, 0.65])
+        place(_("Run {name}").format(name=run.name), 11, None, rows, [0.35, 0.65])
         if hparams:
             rows = [[key, number(value)] for key, value in hparams]
-            if page.room() < 0.0185 * len(rows) + 0.06:
-                page = _Page()
-                pages.append(page)
-            page.heading(_("Hyperparameters of this run") if shared else _("Hyperparameters"), 10)
-            page.table(None, rows, [0.35, 0.65])
+            title = _("Hyperparameters of this run") if shared else _("Hyperparameters")
+            place(title, 10, None, rows, [0.35, 0.65])
         ranks = run.facts.get("ranks") or []
         if ranks:
-            rows = ranks_rows(ranks)
-            if page.room() < 0.0185 * (len(rows) + 1) + 0.1:
-                page = _Page()
-                pages.append(page)
-            page.heading(_("Ranks"), 10)
+            header = [_two_lines(label) for label in ranks_header()]
             widths = [0.06, 0.16, 0.07, 0.1, 0.1, 0.13, 0.13, 0.13, 0.12]
-            page.table([_two_lines(label) for label in ranks_header()], rows, widths)
-            for note in ranks_notes(ranks):  # wrapped: a line of the page holds ~130 letters
-                wide = any(ord(c) >= 0x2E80 for c in note)  # CJK letters are twice as wide
-                for part in textwrap.wrap(note, 75 if wide else 150):
-                    page.line(part, 6.5)
+            place(_("Ranks"), 10, header, ranks_rows(ranks), widths)
+            for note in ranks_notes(ranks):  # wrapped to the page's width
+                page.line(note, 6.5)
     return pages
 
 
@@ -259,8 +379,12 @@ def _anomaly_pages(runs: Sequence[RunSummary]) -> list[_Page]:
                     widths = [0.05, 0.07, 0.07, 0.1] + [0.06] * (len(block.header) - 5)
                     widths.append(1.0 - sum(widths))
                     last = frozenset({len(block.header) - 1})
-                    current.table(
-                        list(block.header), [list(r) for r in block.rows], widths, left=last
+                    current = current.table(
+                        list(block.header),
+                        [list(r) for r in block.rows],
+                        widths,
+                        left=last,
+                        more=lambda: room(2.0),  # a page of its own: the rest of the rows
                     )
                     current.y += 0.015
                     if block.text:
@@ -296,11 +420,17 @@ def _anomaly_pages(runs: Sequence[RunSummary]) -> list[_Page]:
 
 
 def _footer(page: _Page, left: str, number: int, total: int) -> None:
-    page.fig.text(page.LEFT, 0.025, left, fontsize=7, color="#666666", va="bottom")
+    """The footer's one line: the report's name (shortened in its middle when it would
+    run into the page number) and "page i of n"."""
+    count = _("page {page} of {pages}").format(page=number, pages=total)
+    room = (page.RIGHT - page.LEFT) * _WIDTH_PT - text_width(count, 7) - 12
+    page.fig.text(
+        page.LEFT, 0.025, ellipsize(left, room, 7), fontsize=7, color="#666666", va="bottom"
+    )
     page.fig.text(
         page.RIGHT,
         0.025,
-        _("page {page} of {pages}").format(page=number, pages=total),
+        count,
         fontsize=7,
         color="#666666",
         va="bottom",
