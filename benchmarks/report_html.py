@@ -1,0 +1,149 @@
+"""The interactive HTML report's size and load time, before and after the charting bundle
+changed: the full plotly.js (4.8 MB, maps and 3-D included, what the ``plotly`` package
+ships) against the vendored cartesian partial bundle the report inlines now.
+
+Runs, written with ``Monitor`` (and the demo, when MindSpore is installed):
+
+* 1 k points: 200 steps x 5 tags (loss, lr, grad norm, throughput, step time);
+* 1 M points: 100,000 steps x 10 tags (the five and five more);
+* the demo: ``mindwatch demo --steps 120`` (what the issue measured: 4.9 MB).
+
+For each, the report's HTML is written once with the current code ("after"); "before" is
+the same page with the inlined bundle swapped for the full plotly.js of the installed
+``plotly`` package (same version, so the page runs unchanged). Both are opened in
+headless Chromium with the network blocked, ``--repeats`` times each, in alternation,
+a fresh tab state each time: the time from navigation to the load event (the charts
+are drawn by then: ``Plotly.newPlot`` runs in the page's inline scripts) and whether
+every chart drew. Needs the ``plotly`` package (dev or bench extra), Chromium and
+chromedriver.
+
+    python benchmarks/report_html.py [--repeats 5] [--no-demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import mindwatch
+from mindwatch.tools.report import summarize, write_report
+from mindwatch.tools.report.plot import plotly_js
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the tests' WebDriver client
+
+from tests.chromedriver import available, browser  # noqa: E402
+
+
+def write_run(folder: Path, steps: int, extra: int) -> None:
+    rng = np.random.default_rng(0)
+    noise = rng.random(steps)
+    with mindwatch.Monitor(folder, {"print_every": 0, "max_queue": 10**7}) as mon:
+        for step in range(1, steps + 1):
+            n = float(noise[step - 1])
+            mon.log_scalars(
+                step,
+                {
+                    "train/loss": 2.0 / (1 + step / 1000) + 0.05 * n,
+                    "train/lr": 1e-3,
+                    "train/grad_norm": 1.0 + n,
+                    "perf/samples_per_s": 1000.0 + 10 * n,
+                    "perf/step_time_ms": 30.0 + n,
+                    **{f"train/extra{i}": n + i for i in range(extra)},
+                },
+            )
+
+
+def demo_run(folder: Path) -> bool:
+    if importlib.util.find_spec("mindspore") is None:
+        return False
+    command = [sys.executable, "-m", "mindwatch", "demo", "--logdir", str(folder)]
+    env = {**os.environ, "GLOG_v": "3"}
+    subprocess.run([*command, "--steps", "120"], check=True, env=env, stdout=subprocess.DEVNULL)
+    return True
+
+
+def html_pair(run: Path, out: Path) -> tuple[Path, Path, int]:
+    """(before, after, scalar points) for one run folder."""
+    from plotly.offline import get_plotlyjs
+
+    frame = mindwatch.read_scalars(run)
+    write_report(summarize(frame, run), run, out, ("html",))
+    after = out / "report.html"
+    page = after.read_text(encoding="utf-8")
+    bundle = plotly_js()
+    if page.count(bundle) != 1:
+        raise SystemExit(f"{after}: the vendored bundle is not inlined once")
+    full = get_plotlyjs().replace("</script", "<\\/script")
+    before = out / "before.html"
+    before.write_text(page.replace(bundle, full), encoding="utf-8")
+    return before, after, len(frame)
+
+
+_DRAWN = """
+const plots = [...document.querySelectorAll('.js-plotly-plot')];
+return [plots.length, plots.filter(p => p.querySelector('.main-svg')).length];
+"""
+
+
+def load_ms(pages: list[Path], profile: Path, repeats: int) -> list[float]:
+    """Median milliseconds from navigation to the load event per page, offline."""
+    times: list[list[float]] = [[] for _ in pages]
+    with browser(profile, offline=True) as tab:
+        for _ in range(repeats):
+            for i, page in enumerate(pages):
+                tab.get("about:blank")
+                tab.get(page.as_uri())
+                timing = tab.run("return performance.getEntriesByType('navigation')[0].toJSON()")
+                plots, drawn = tab.run(_DRAWN)
+                if not plots or drawn != plots:
+                    raise SystemExit(f"{page}: {drawn} of {plots} charts drawn")
+                errors = [e for e in tab.console() if e.get("level") == "SEVERE"]
+                if errors:
+                    raise SystemExit(f"{page}: console errors: {errors}")
+                times[i].append(float(timing["loadEventEnd"]))
+    return [statistics.median(t) for t in times]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-demo", action="store_true", help="skip the MindSpore demo run")
+    args = parser.parse_args()
+    if not available():
+        raise SystemExit("needs Chromium and chromedriver (apt-get install chromium-driver)")
+    from plotly.offline import get_plotlyjs
+
+    full, vendored = len(get_plotlyjs().encode()), len(plotly_js().encode())
+    print(f"bundle: full plotly.js {full / 1e6:.2f} MB -> cartesian bundle {vendored / 1e6:.2f} MB")
+    with tempfile.TemporaryDirectory() as root:
+        runs: list[tuple[str, Path]] = []
+        if not args.no_demo and demo_run(Path(root, "demo")):
+            runs.append(("demo, 120 steps", next(Path(root, "demo").iterdir())))
+        write_run(Path(root, "1k"), 200, 0)
+        runs.append(("1 k points", Path(root, "1k")))
+        write_run(Path(root, "1m"), 100_000, 5)
+        runs.append(("1 M points", Path(root, "1m")))
+        header = f"{'run':<16}{'points':>11}  {'before: size, load':>22}  {'after: size, load':>22}"
+        print(header)
+        for label, run in runs:
+            before, after, points = html_pair(run, Path(root, "out", label.split(",")[0]))
+            slow, fast = load_ms([before, after], Path(root, "profile"), args.repeats)
+            cells = [
+                f"{page.stat().st_size / 1e6:6.2f} MB {ms:7.0f} ms"
+                for page, ms in ((before, slow), (after, fast))
+            ]
+            print(f"{label:<16}{points:>11,}  {cells[0]:>22}  {cells[1]:>22}")
+        print(f"load: median of {args.repeats}, navigation to load event, headless Chromium")
+
+
+if __name__ == "__main__":
+    main()
