@@ -12,10 +12,10 @@ For each, the report's HTML is written once with the current code ("after"); "be
 the same page with the inlined bundle swapped for the full plotly.js of the installed
 ``plotly`` package (same version, so the page runs unchanged). Both are opened in
 headless Chromium with the network blocked, ``--repeats`` times each, in alternation,
-a fresh tab state each time: the time from navigation to the load event (the charts
-are drawn by then: ``Plotly.newPlot`` runs in the page's inline scripts) and whether
-every chart drew. Needs the ``plotly`` package (dev or bench extra), Chromium and
-chromedriver.
+each load in a fresh browser (as a reader opening the file): the time from navigation
+to the load event (the charts are drawn by then: ``Plotly.newPlot`` runs in the page's
+inline scripts) and whether every chart drew; then once more in the same browser.
+Needs the ``plotly`` package (dev or bench extra), Chromium and chromedriver.
 
     python benchmarks/report_html.py [--repeats 5] [--no-demo]
 """
@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -94,23 +95,32 @@ return [plots.length, plots.filter(p => p.querySelector('.main-svg')).length];
 """
 
 
-def load_ms(pages: list[Path], profile: Path, repeats: int) -> list[float]:
-    """Median milliseconds from navigation to the load event per page, offline."""
-    times: list[list[float]] = [[] for _ in pages]
-    with browser(profile, offline=True) as tab:
-        for _ in range(repeats):
-            for i, page in enumerate(pages):
+def _load(tab: Any, page: Path) -> float:
+    tab.get(page.as_uri())
+    timing = tab.run("return performance.getEntriesByType('navigation')[0].toJSON()")
+    plots, drawn = tab.run(_DRAWN)
+    if not plots or drawn != plots:
+        raise SystemExit(f"{page}: {drawn} of {plots} charts drawn")
+    errors = [e for e in tab.console() if e.get("level") == "SEVERE"]
+    if errors:
+        raise SystemExit(f"{page}: console errors: {errors}")
+    return float(timing["loadEventEnd"])
+
+
+def load_ms(pages: list[Path], profile: Path, repeats: int) -> list[tuple[float, float]]:
+    """Per page, median milliseconds from navigation to the load event, offline: the
+    first load in a browser of its own (a fresh profile: nothing compiled or cached, as
+    a reader opening the file) and a second load in the same browser. The pages go in
+    alternation, so that a busy moment of the shared machine hits both."""
+    first: list[list[float]] = [[] for _ in pages]
+    again: list[list[float]] = [[] for _ in pages]
+    for repeat in range(repeats):
+        for i, page in enumerate(pages):
+            with browser(profile / f"{repeat}-{i}", offline=True) as tab:
+                first[i].append(_load(tab, page))
                 tab.get("about:blank")
-                tab.get(page.as_uri())
-                timing = tab.run("return performance.getEntriesByType('navigation')[0].toJSON()")
-                plots, drawn = tab.run(_DRAWN)
-                if not plots or drawn != plots:
-                    raise SystemExit(f"{page}: {drawn} of {plots} charts drawn")
-                errors = [e for e in tab.console() if e.get("level") == "SEVERE"]
-                if errors:
-                    raise SystemExit(f"{page}: console errors: {errors}")
-                times[i].append(float(timing["loadEventEnd"]))
-    return [statistics.median(t) for t in times]
+                again[i].append(_load(tab, page))
+    return [(statistics.median(a), statistics.median(b)) for a, b in zip(first, again)]
 
 
 def main() -> None:
@@ -132,17 +142,22 @@ def main() -> None:
         runs.append(("1 k points", Path(root, "1k")))
         write_run(Path(root, "1m"), 100_000, 5)
         runs.append(("1 M points", Path(root, "1m")))
-        header = f"{'run':<16}{'points':>11}  {'before: size, load':>22}  {'after: size, load':>22}"
-        print(header)
+        print(f"{'':27}{'before':^30}{'after':^30}")
+        print(f"{'run':<16}{'points':>11}" + f"{'size':>10}{'1st load':>10}{'reload':>10}" * 2)
         for label, run in runs:
             before, after, points = html_pair(run, Path(root, "out", label.split(",")[0]))
-            slow, fast = load_ms([before, after], Path(root, "profile"), args.repeats)
-            cells = [
-                f"{page.stat().st_size / 1e6:6.2f} MB {ms:7.0f} ms"
-                for page, ms in ((before, slow), (after, fast))
-            ]
-            print(f"{label:<16}{points:>11,}  {cells[0]:>22}  {cells[1]:>22}")
-        print(f"load: median of {args.repeats}, navigation to load event, headless Chromium")
+            loads = load_ms(
+                [before, after], Path(root, "profile", label.split(",")[0]), args.repeats
+            )
+            cells = "".join(
+                f"{page.stat().st_size / 1e6:7.2f} MB{cold:7.0f} ms{warm:7.0f} ms"
+                for page, (cold, warm) in zip((before, after), loads)
+            )
+            print(f"{label:<16}{points:>11,}{cells}")
+        print(
+            f"load: navigation to load event in headless Chromium, median of {args.repeats};"
+            " 1st load in a fresh browser, then a reload in it"
+        )
 
 
 if __name__ == "__main__":
