@@ -91,3 +91,49 @@ def test_the_long_names_are_all_there(runs: Path, tmp_path: Path) -> None:
     for name in NAMES:
         assert name.replace(" ", "") in text, name
     assert "train-00005-of-00064.mindrecord" in text
+
+
+def test_a_table_longer_than_a_page_goes_on_with_its_rows_whole(tmp_path: Path) -> None:
+    """150 hyperparameters: their table spans pages, every row on one page, every
+    cell's text inside it, none left out."""
+    import pdfplumber
+
+    hparams = {f"layer_{i:03d}_dropout": 0.1 for i in range(150)}
+    with mindwatch.Monitor(tmp_path / "run", {"print_every": 0, "hparams": hparams}) as mon:
+        for step in range(1, 31):
+            mon.log_scalars(step, {"train/loss": 1.0 / step, "perf/step_time_ms": 30.0})
+    pdf = pdf_of(tmp_path / "run", tmp_path / "out", "en")
+    cells, found = problems(pdf)
+    assert cells >= 2 * 150
+    assert found == [], "\n".join(found[:20])
+    with pdfplumber.open(pdf) as document:
+        pages = [page.extract_text() or "" for page in document.pages]
+    holding = [i for i, text in enumerate(pages) if "layer_" in text]
+    assert len(holding) >= 2  # the table went on on the next page
+    text = "\n".join(pages)
+    for key in hparams:
+        assert text.count(key) == 1, key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mean 13,400 samples/s, median 12,100 samples/s, p95 27,100 samples/s, min 92.1",
+        "lr-sweep/candidate_adamw_lr1e-3_warmup500_linear_bs512_seed1_with_a_longer_tail",
+        "/mnt/shared/datasets/pretraining/zh-en-mixture-v3/shards/train-00004.mindrecord",
+        "均值 1,030 样本/秒，中位数 1,030 样本/秒，95 分位 1,050 样本/秒（第 117 步）",
+        "WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW",
+    ],
+)
+@pytest.mark.parametrize("width", [40.0, 90.0, 170.0])
+def test_lines_fit_their_width_and_lose_nothing(text: str, width: float) -> None:
+    from mindwatch.tools.report.charts import style
+    from mindwatch.tools.report.fit import fit_lines, text_width
+
+    with style():
+        lines = fit_lines(text, width, 8.0)
+        assert all(text_width(line, 8.0) <= width for line in lines), lines
+        assert "".join(lines).replace(" ", "") == text.replace(" ", "")
+        assert not any(line.startswith(("，", "）", ",")) for line in lines), lines
+        if text_width(text, 8.0) > width:
+            assert len(lines) > 1

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language
@@ -31,7 +30,8 @@ from mindwatch.tools.explain import wrap
 from mindwatch.tools.report import formatting
 from mindwatch.tools.report.anomalies import draw_heat, heat_caption, run_anomalies
 from mindwatch.tools.report.charts import RATES, STATS, charts, legend, number, style
-from mindwatch.tools.report.fit import NBSP, ellipsize, fit_lines, text_width
+from mindwatch.tools.report.fit import NBSP, ellipsize, text_width
+from mindwatch.tools.report.page import A4_INCHES, WIDTH_PT, Page
 from mindwatch.tools.report.ranks import ranks_header, ranks_notes, ranks_rows
 from mindwatch.tools.report.rows import summary_rows
 from mindwatch.tools.report.summary import RunSummary
@@ -39,7 +39,6 @@ from mindwatch.tools.report.tables import comparison_table, shared_hparams
 
 __all__ = ["A4_INCHES", "write_pdf"]
 
-A4_INCHES = (8.27, 11.69)  # 595 x 842 pt
 CHARTS_PER_PAGE = 3
 
 
@@ -54,182 +53,6 @@ def _date(runs: Sequence[RunSummary], created: datetime) -> str:
     return created.strftime("%Y-%m-%d")
 
 
-# ---------------------------------------------------------------- pages
-
-
-class _Page:
-    """An A4 figure with a cursor that tables and charts are placed below."""
-
-    LEFT, RIGHT, TOP, BOTTOM = 0.08, 0.94, 0.95, 0.06
-
-    def __init__(self) -> None:
-        from matplotlib.figure import Figure
-
-        self.fig = Figure(figsize=A4_INCHES)
-        self.y = self.TOP
-
-    def room(self) -> float:
-        return self.y - self.BOTTOM
-
-    def _lines(
-        self, text: str, size: float, *, bold: bool = False, indent: float = 0.0
-    ) -> list[str]:
-        width = (self.RIGHT - self.LEFT - indent) * _WIDTH_PT
-        return fit_lines(text, width, size, bold=bold)
-
-    def heading(self, text: str, size: float = 12) -> None:
-        """Bold text, wrapped to the page's width (a run's name can be long)."""
-        for part in self._lines(text, size, bold=True):
-            self.fig.text(self.LEFT, self.y, part, fontsize=size, va="top", weight="bold")
-            self.y -= size * 1.25 / _HEIGHT_PT
-        self.y -= 0.012 - size * 0.25 / _HEIGHT_PT
-
-    def line(self, text: str, size: float = 8.5, color: str = "#444444") -> None:
-        """A line of text, wrapped to the page's width when it is longer (a folder path)."""
-        for part in self._lines(text, size):
-            self.fig.text(self.LEFT, self.y, part, fontsize=size, va="top", color=color)
-            self.y -= size / _HEIGHT_PT * 1.5
-
-    def table(
-        self,
-        header: Optional[list[str]],
-        rows: list[list[str]],
-        widths: list[float],
-        bold: Optional[set[tuple[int, int]]] = None,
-        *,
-        left: frozenset[int] = frozenset({0}),
-        more: Optional[Callable[[], _Page]] = None,
-    ) -> _Page:
-        """Rows of text cells as a ruled table; ``bold``: (row, column) cells to mark;
-        ``left``: the columns aligned left (the others, numbers, right). Each cell's text
-        wraps to its column's width (measured in its font, :mod:`.fit`; a header label
-        may hold its own line breaks) and a row is as high as its tallest cell. Rows that
-        do not fit go on the page ``more`` returns, below the header again; the page the
-        table ended on is returned."""
-        laid = _TableLayout(header, rows, widths, bold or set(), left)
-        page = self
-        drawn = 0
-        while True:
-            if header:
-                page._row(laid, laid.header, laid.header_height, header=True)
-            fresh = True  # no body row on this page yet: one goes on, however high
-            while drawn < len(rows):
-                if (
-                    more is not None
-                    and not fresh
-                    and laid.heights[drawn] / _HEIGHT_PT > page.room()
-                ):
-                    break
-                page._row(laid, laid.rows[drawn], laid.heights[drawn], header=False)
-                drawn, fresh = drawn + 1, False
-            if drawn >= len(rows) or more is None:
-                break
-            page = more()
-        page.y -= 0.025
-        return page
-
-    def _row(self, laid: _TableLayout, cells: list[_Cell], height: float, *, header: bool) -> None:
-        """One table row, ``height`` points high, its top at the cursor."""
-        from matplotlib.patches import Rectangle
-
-        top = self.y
-        x = self.LEFT
-        bottom = top - height / _HEIGHT_PT
-        for column, cell in enumerate(cells):
-            width = laid.widths[column] / _WIDTH_PT
-            fill = "#eef2f7" if header else ("#e6f4ea" if cell.bold else "#ffffff")
-            self.fig.add_artist(
-                Rectangle(
-                    (x, bottom),
-                    width,
-                    top - bottom,
-                    transform=self.fig.transFigure,
-                    facecolor=fill,
-                    edgecolor=_RULE,
-                    linewidth=0.5,
-                )
-            )
-            align_left = column in laid.left
-            tx = x + (_PAD_X if align_left else laid.widths[column] - _PAD_X) / _WIDTH_PT
-            ty = top - _PAD_Y / _HEIGHT_PT
-            for part in cell.lines:
-                self.fig.text(
-                    tx,
-                    ty,
-                    part,
-                    fontsize=cell.size,
-                    va="top",
-                    ha="left" if align_left else "right",
-                    weight="bold" if cell.bold or header else "normal",
-                )
-                ty -= cell.size * _LINE / _HEIGHT_PT
-            x += width
-        self.y = bottom
-
-    def table_height(
-        self, header: Optional[list[str]], rows: list[list[str]], widths: list[float]
-    ) -> float:
-        """The height of a table, as a fraction of the page, on one page."""
-        laid = _TableLayout(header, rows, widths, set())
-        return (sum(laid.heights) + (laid.header_height if header else 0.0)) / _HEIGHT_PT + 0.025
-
-
-_WIDTH_PT, _HEIGHT_PT = A4_INCHES[0] * 72, A4_INCHES[1] * 72
-_RULE = "#cccccc"  # the tables' rules (tests find the cells by it)
-_PAD_X, _PAD_Y = 3.0, 3.2  # points between a cell's border and its text
-_LINE = 1.22  # line height / font size inside a cell
-_BODY_SIZE, _HEADER_SIZE = 8.0, 7.0
-
-
-@dataclass
-class _Cell:
-    lines: list[str]
-    size: float
-    bold: bool
-
-
-class _TableLayout:
-    """A table's cells broken into lines that fit their columns, and each row's height
-    (points)."""
-
-    def __init__(
-        self,
-        header: Optional[list[str]],
-        rows: list[list[str]],
-        widths: list[float],
-        bold: set[tuple[int, int]],
-        left: frozenset[int] = frozenset({0}),
-    ) -> None:
-        total = sum(widths)
-        self.widths = [w / total * (_Page.RIGHT - _Page.LEFT) * _WIDTH_PT for w in widths]
-        self.left = left  # the columns aligned left
-        room = [w - 2 * _PAD_X for w in self.widths]
-        self.header = [
-            _Cell(fit_lines(label, room[c], _HEADER_SIZE, bold=True), _HEADER_SIZE, True)
-            for c, label in enumerate(header or [])
-        ]
-        self.rows = [
-            [
-                _Cell(
-                    fit_lines(str(value), room[c], _BODY_SIZE, bold=(r, c) in bold),
-                    _BODY_SIZE,
-                    (r, c) in bold,
-                )
-                for c, value in enumerate(row)
-            ]
-            for r, row in enumerate(rows)
-        ]
-        self.header_height = self._height(self.header)
-        self.heights = [self._height(row) for row in self.rows]
-
-    @staticmethod
-    def _height(cells: list[_Cell]) -> float:
-        if not cells:
-            return 0.0
-        tallest = max(len(c.lines) * c.size * _LINE for c in cells)
-        return tallest + 2 * _PAD_Y
-
-
 def _two_lines(label: str) -> str:
     """A long column label broken at its middle space (a narrow column's header)."""
     if len(label) < 10 or " " not in label:
@@ -239,12 +62,12 @@ def _two_lines(label: str) -> str:
     return label[:cut] + "\n" + label[cut + 1 :]
 
 
-def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[_Page]:
-    pages = [_Page()]
+def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[Page]:
+    pages = [Page()]
     page = pages[0]
 
-    def new_page() -> _Page:
-        pages.append(_Page())
+    def new_page() -> Page:
+        pages.append(Page())
         return pages[-1]
 
     def place(
@@ -254,7 +77,7 @@ def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[
         rows: list[list[str]],
         widths: list[float],
         **options: Any,
-    ) -> _Page:
+    ) -> Page:
         """A heading and its table: on a new page when the table would fit one but not
         the rest of this one (a table longer than a page starts here and goes on)."""
         nonlocal page
@@ -316,12 +139,12 @@ def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[
     return pages
 
 
-def _chart_pages(runs: Sequence[RunSummary]) -> list[_Page]:
-    pages: list[_Page] = []
+def _chart_pages(runs: Sequence[RunSummary]) -> list[Page]:
+    pages: list[Page] = []
     chart_list = charts(runs)
     many = len(runs) > 3
     for start in range(0, len(chart_list), CHARTS_PER_PAGE):
-        page = _Page()
+        page = Page()
         slot = (page.TOP - page.BOTTOM) / CHARTS_PER_PAGE
         for k, (title, draw) in enumerate(chart_list[start : start + CHARTS_PER_PAGE]):
             top = page.TOP - k * slot
@@ -338,22 +161,22 @@ def _chart_pages(runs: Sequence[RunSummary]) -> list[_Page]:
 _MONO = "DejaVu Sans Mono"
 
 
-def _wrapped(page: _Page, text: str, size: float = 8.0, width: int = 120) -> None:
+def _wrapped(page: Page, text: str, size: float = 8.0, width: int = 120) -> None:
     """A paragraph in lines that fit the page (CJK letters counted twice as wide)."""
     for part in wrap(text, width, "", "  "):
         page.line(part, size, "#222222")
 
 
-def _anomaly_pages(runs: Sequence[RunSummary]) -> list[_Page]:
+def _anomaly_pages(runs: Sequence[RunSummary]) -> list[Page]:
     """Each analysed alert's story and its heatmap (:mod:`.anomalies`), pages of their
     own after the charts: a story takes a third to half a page."""
-    pages: list[_Page] = []
-    page: Optional[_Page] = None
+    pages: list[Page] = []
+    page: Optional[Page] = None
 
-    def room(needed: float) -> _Page:
+    def room(needed: float) -> Page:
         nonlocal page
         if page is None or page.room() < needed:
-            page = _Page()
+            page = Page()
             pages.append(page)
             page.heading(_("Anomalies"), 14)
         return page
@@ -419,11 +242,11 @@ def _anomaly_pages(runs: Sequence[RunSummary]) -> list[_Page]:
     return pages
 
 
-def _footer(page: _Page, left: str, number: int, total: int) -> None:
+def _footer(page: Page, left: str, number: int, total: int) -> None:
     """The footer's one line: the report's name (shortened in its middle when it would
     run into the page number) and "page i of n"."""
     count = _("page {page} of {pages}").format(page=number, pages=total)
-    room = (page.RIGHT - page.LEFT) * _WIDTH_PT - text_width(count, 7) - 12
+    room = (page.RIGHT - page.LEFT) * WIDTH_PT - text_width(count, 7) - 12
     page.fig.text(
         page.LEFT, 0.025, ellipsize(left, room, 7), fontsize=7, color="#666666", va="bottom"
     )
