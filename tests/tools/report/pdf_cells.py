@@ -74,6 +74,10 @@ def problems(pdf: Path) -> tuple[int, list[str]]:
         for number, page in enumerate(document.pages, 1):
             cells = _cells(page)
             total += len(cells)
+            for char in page.chars:  # no text past the paper's edge (a legend's name)
+                if char["text"].strip() and (char["x0"] < 0 or char["x1"] > page.width):
+                    found.append(f"page {number}: {char['text']!r} runs off the page")
+                    break
             owner: dict[int, list[tuple[int, Box]]] = {}
             for order, char in enumerate(page.chars):
                 if not char["text"].strip():
