@@ -17,7 +17,11 @@ to the load event (the charts are drawn by then: ``Plotly.newPlot`` runs in the 
 inline scripts) and whether every chart drew; then once more in the same browser.
 Needs the ``plotly`` package (dev or bench extra), Chromium and chromedriver.
 
-    python benchmarks/report_html.py [--repeats 5] [--no-demo]
+With ``--uplot`` (an unpacked ``npm pack uplot``), a third column: the same page with
+uPlot (51 KB) drawing the timeline's lines only, a lower bound of what uPlot would
+cost (:func:`uplot_page`).
+
+    python benchmarks/report_html.py [--repeats 5] [--no-demo] [--uplot DIR]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -89,6 +94,58 @@ def html_pair(run: Path, out: Path) -> tuple[Path, Path, int]:
     return before, after, len(frame)
 
 
+_UPLOT_DRAW = """
+(function () {
+  var figure = FIGURE;
+  var rows = {};
+  figure.data.forEach(function (t) {
+    if (!t.x || !t.y || t.visible === false || Number(String(t.yaxis).slice(1)) >= 100) return;
+    (rows[t.yaxis] = rows[t.yaxis] || []).push(t);
+  });
+  var key = uPlot.sync("timeline").key, host = document.getElementById("plot-timeline");
+  Object.keys(rows).sort().forEach(function (axis) {
+    var traces = rows[axis], div = document.createElement("div");
+    host.appendChild(div);
+    new uPlot({
+      width: 1000, height: 200, scales: {x: {time: false}}, cursor: {sync: {key: key}},
+      series: [{label: "step"}].concat(traces.map(function (t) {
+        return {label: t.name, stroke: (t.line || {}).color || "#4e79a7", width: 1};
+      })),
+    }, uPlot.join(traces.map(function (t) { return [t.x, t.y]; })), div);
+  });
+  host.classList.add("js-plotly-plot");
+  var done = document.createElement("i"); done.className = "main-svg"; host.appendChild(done);
+})();
+"""
+_PLOT_SCRIPT = re.compile(
+    r"<script>\(function \(\) \{\n  var figure = (\{.*?\});\n"
+    r'  Plotly\.newPlot\("plot-([\w-]+)".*?</script>',
+    re.DOTALL,
+)
+
+
+def uplot_page(after: Path, uplot: Path) -> Path:
+    """A lower bound for uPlot: the same page with uPlot instead of plotly.js, drawing
+    only the timeline's lines (cursor synced across the rows, drag to zoom, legend
+    toggles and values: uPlot's defaults), without the x-axis menu, the alert axis,
+    the hover texts, the gradient norm's and the layers' charts."""
+    page = after.read_text(encoding="utf-8")
+    script = (uplot / "dist" / "uPlot.iife.min.js").read_text(encoding="utf-8")
+    style = (uplot / "dist" / "uPlot.min.css").read_text(encoding="utf-8")
+    page = page.replace(plotly_js(), script.replace("</script", "<\\/script"))
+    page = page.replace("</head>", f"<style>{style}</style></head>", 1)
+
+    def draw(match: re.Match[str]) -> str:
+        if match.group(2) != "timeline":
+            return ""
+        return "<script>" + _UPLOT_DRAW.replace("FIGURE", match.group(1)) + "</script>"
+
+    page = _PLOT_SCRIPT.sub(draw, page)
+    out = after.with_name("uplot.html")
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
 _DRAWN = """
 const plots = [...document.querySelectorAll('.js-plotly-plot')];
 return [plots.length, plots.filter(p => p.querySelector('.main-svg')).length];
@@ -127,6 +184,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-demo", action="store_true", help="skip the MindSpore demo run")
+    parser.add_argument(
+        "--uplot",
+        type=Path,
+        help="an unpacked npm uplot package (npm pack uplot): add uPlot's lower bound",
+    )
     args = parser.parse_args()
     if not available():
         raise SystemExit("needs Chromium and chromedriver (apt-get install chromium-driver)")
@@ -134,6 +196,7 @@ def main() -> None:
 
     full, vendored = len(get_plotlyjs().encode()), len(plotly_js().encode())
     print(f"bundle: full plotly.js {full / 1e6:.2f} MB -> cartesian bundle {vendored / 1e6:.2f} MB")
+    columns = ["before", "after"] + (["uPlot, lines only"] if args.uplot else [])
     with tempfile.TemporaryDirectory() as root:
         runs: list[tuple[str, Path]] = []
         if not args.no_demo and demo_run(Path(root, "demo")):
@@ -142,16 +205,19 @@ def main() -> None:
         runs.append(("1 k points", Path(root, "1k")))
         write_run(Path(root, "1m"), 100_000, 5)
         runs.append(("1 M points", Path(root, "1m")))
-        print(f"{'':27}{'before':^30}{'after':^30}")
-        print(f"{'run':<16}{'points':>11}" + f"{'size':>10}{'1st load':>10}{'reload':>10}" * 2)
+        print(f"{'':27}" + "".join(f"{name:^30}" for name in columns))
+        print(
+            f"{'run':<16}{'points':>11}"
+            + f"{'size':>10}{'1st load':>10}{'reload':>10}" * len(columns)
+        )
         for label, run in runs:
-            before, after, points = html_pair(run, Path(root, "out", label.split(",")[0]))
-            loads = load_ms(
-                [before, after], Path(root, "profile", label.split(",")[0]), args.repeats
-            )
+            folder = label.split(",")[0]
+            before, after, points = html_pair(run, Path(root, "out", folder))
+            pages = [before, after] + ([uplot_page(after, args.uplot)] if args.uplot else [])
+            loads = load_ms(pages, Path(root, "profile", folder), args.repeats)
             cells = "".join(
                 f"{page.stat().st_size / 1e6:7.2f} MB{cold:7.0f} ms{warm:7.0f} ms"
-                for page, (cold, warm) in zip((before, after), loads)
+                for page, (cold, warm) in zip(pages, loads)
             )
             print(f"{label:<16}{points:>11,}{cells}")
         print(

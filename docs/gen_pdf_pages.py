@@ -40,7 +40,9 @@ def demo(logdir: Path, seed: int, steps: int) -> Path:
     command = [str(MINDWATCH), "demo", "--logdir", str(logdir), "--seed", str(seed)]
     before = set(logdir.iterdir()) if logdir.exists() else set()
     env = {**os.environ, "GLOG_v": "3"}
-    subprocess.run([*command, "--steps", str(steps)], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*command, "--steps", str(steps)], check=True, env=env, stdout=subprocess.DEVNULL
+    )
     time.sleep(1.1)  # run folders are named by the second they start
     (made,) = set(logdir.iterdir()) - before
     return made
@@ -90,7 +92,9 @@ def main() -> None:
             (root / "six" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(made), root / "six" / name)
         for name, runs in (("single", "single"), ("six-runs", "six")):
-            render(pdf(root / runs, root / f"out-{runs}", args.lang), name + suffix, args.out, args.dpi)
+            render(
+                pdf(root / runs, root / f"out-{runs}", args.lang), name + suffix, args.out, args.dpi
+            )
 
 
 if __name__ == "__main__":
