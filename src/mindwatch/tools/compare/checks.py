@@ -1,48 +1,53 @@
-"""The checks of ``mindwatch compare``: each one's statistic, noise and limit.
+"""The checks of ``mindwatch compare``: each one's statistic, its noise and its limit.
 
-A change counts as a regression only when it is larger than both an explicit tolerance
-(the floor, ``*_rtol`` / ``loss_atol``) and ``loss_sigmas`` / ``perf_sigmas`` times the
-noise of the difference between two runs, measured in them with robust statistics
-(:mod:`mindwatch.tools.compare.noise`). Two seeds of one job, or one job on a busy machine,
-differ by about that noise; a regression differs by much more. Checks:
+Each check computes one statistic per run (below) and asks whether the run's value is
+worse than the baseline's by more than both
+
+* its explicit tolerance (``*_rtol``, ``loss_atol``): a floor, always allowed, and
+* ``loss_sigmas`` / ``perf_sigmas`` standard errors of the difference between two runs
+  of the same job (:class:`Noise`): with several baselines, their measured spread; with
+  one, the statistic's own standard error in the baseline (:mod:`.noise`).
+
+Checks and their statistics:
 
 * **final loss** - the median of the last ``final_fraction`` of ``train/loss`` (at least
-  ``final_window`` points); noise: the baseline window's per-step noise, for both runs
-  (a worse loss is also a noisier one, which must not widen its own limit);
-* **loss at matched steps** - at ``checkpoints`` evenly spaced positions the runs share
-  (by step, or by samples / tokens seen with ``align``), the mean of each run over the
-  stretch of the axis since the previous position; noise: the baseline's per-step noise
-  over the last two stretches; the worst position is reported;
-* **eval metrics** - the last value of every ``eval/<metric>`` both runs have: metrics
-  named like a loss or perplexity may not rise, others (accuracy, F1, ...) may not
-  fall, by more than ``eval_rtol``. One value per run has no noise of its own: an eval
-  loss (perplexity) gets the baseline train loss's relative (absolute) per-step noise;
+  ``final_window`` points), each run's own last points;
+* **loss at matched steps** - at ``checkpoints`` evenly spaced positions all the runs
+  reached (by step, or by samples / tokens seen with ``align``), the mean of each run
+  over the stretch of the axis since the previous position; the worst is reported;
+* **eval metrics** - the last value of every ``eval/<metric>`` all runs have: metrics
+  named like a loss or perplexity may not rise, others (accuracy, F1, ...) may not fall;
+  its standard error is one evaluation's noise around the metric's course (with 8 or
+  more evaluations), else only the tolerance holds;
 * **throughput** - the median ``perf/samples_per_s`` (else ``perf/tokens_per_s``) after
-  the first 10 % of steps; noise: the spread of its logarithm (jitter is relative) in
-  each run;
+  the first 10 % of steps, compared in logarithms (a busy machine slows by a factor);
 * **step time** - the same for ``perf/step_time_ms``.
 
-Lower loss, higher throughput and shorter steps never fail. A check whose metric one of
-the runs lacks is reported as skipped.
+Lower loss, higher throughput and shorter steps never fail; a NaN in the run's loss
+does (it diverged). A check whose metric one of the runs lacks is reported as skipped.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from mindwatch.tools.compare.noise import difference_noise, level_noise, step_noise
+from mindwatch.tools.compare.noise import point_noise, spread, standard_error
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Check", "CompareError", "Tolerances", "compare_runs"]
+__all__ = ["Check", "CompareError", "Noise", "Tolerances", "compare_runs"]
 
 Align = Literal["step", "samples", "tokens"]
+Array = np.ndarray[Any, Any]
+SetBy = Literal["tolerance", "standard error", "baselines"]
 
 
 class CompareError(ValueError):
@@ -51,8 +56,8 @@ class CompareError(ValueError):
 
 class Tolerances(BaseModel):
     """How much worse than the baseline a run may be: by more than the larger of the
-    explicit tolerance (a floor) and ``*_sigmas`` times the runs' measured noise. All
-    relative values are fractions (0.05 = 5 %)."""
+    explicit tolerance (a floor) and ``*_sigmas`` standard errors of the difference
+    between two runs of the job. Relative values are fractions (0.05 = 5 %)."""
 
     # Finite numbers only: a NaN or infinite tolerance would make a gate that never fails.
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -63,10 +68,12 @@ class Tolerances(BaseModel):
     throughput_rtol: float = Field(0.10, ge=0, description="Throughput drop always allowed.")
     step_time_rtol: float = Field(0.10, ge=0, description="Step time rise always allowed.")
     loss_sigmas: float = Field(
-        2.0, ge=0, description="Loss rise allowed, in the runs' per-step loss noise (0: off)."
+        3.5, ge=0, description="Loss rise allowed, in standard errors of the difference (0: off)."
     )
     perf_sigmas: float = Field(
-        3.5, ge=0, description="Throughput / step time change allowed, in their jitter (0: off)."
+        3.5,
+        ge=0,
+        description="Throughput / step time change allowed, in standard errors (0: off).",
     )
     final_fraction: float = Field(
         0.2, gt=0, le=1, description="Last fraction of the points compared as the final loss."
@@ -79,9 +86,34 @@ class Tolerances(BaseModel):
 
 
 @dataclass(frozen=True)
+class Noise:
+    """The standard error of the difference between the run's statistic and the
+    baseline's (for throughput and step time: of their logarithms), and what set it.
+
+    * one baseline: its own standard error, taken for the run as well (if the run is
+      another draw of the baseline's job, it is as noisy; a worse run, often a noisier
+      one, must not widen its own limit): sqrt(2) x se;
+    * ``n`` baselines, compared with their mean: their spread ``s`` x sqrt(1 + 1/n),
+      or the standard error x sqrt(1 + 1/n) when that is larger (a few runs can agree
+      by chance more closely than their own sampling noise allows).
+    """
+
+    value: Optional[float]
+    source: SetBy
+    baselines: int = 1
+
+    def describe(self) -> str:
+        if self.source == "baselines":
+            return f"spread of {self.baselines} baselines"
+        return "standard error"
+
+
+@dataclass(frozen=True)
 class Check:
-    """One compared quantity. ``noise`` is the noise of the difference between the runs
-    (for throughput and step time: of its logarithm); ``*_sigmas`` times it is allowed."""
+    """One compared quantity: the baselines' value (their mean), the run's, the limit,
+    the verdict, and what set the limit (``set_by``: the tolerance floor, the standard
+    error, or the baselines' spread). ``noise`` is the standard error of the
+    difference, in the metric's units (throughput, step time: of its logarithm)."""
 
     name: str
     baseline: Optional[float]
@@ -90,6 +122,9 @@ class Check:
     status: Literal["ok", "regression", "skipped"]
     detail: str = ""
     noise: Optional[float] = None
+    set_by: Optional[SetBy] = None
+    statistic: str = ""
+    sigmas: Optional[float] = None
 
     @property
     def change(self) -> Optional[float]:
@@ -97,6 +132,39 @@ class Check:
             return None
         change = (self.run - self.baseline) / abs(self.baseline)
         return change if math.isfinite(change) else None
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """One run's value of a statistic and its standard error (None: too few points)."""
+
+    value: float
+    error: Optional[float]
+    points: int = 1
+
+
+def worst_of(sigmas: float, count: int) -> float:
+    """The standard errors a limit allows at each of ``count`` positions so that the worst
+    of them exceeds it as rarely as one quantity exceeds ``sigmas`` (Sidak): 3.5 for
+    one, 4.07 for ten. Without it, ten positions would false-alarm ten times as often."""
+    if sigmas <= 0 or count <= 1:
+        return sigmas
+    tail = NormalDist().cdf(-sigmas)
+    each = -math.expm1(math.log1p(-tail) / count)
+    return -NormalDist().inv_cdf(each) if each > 0 else sigmas
+
+
+def _noise(estimates: Sequence[_Estimate], scale: float = 1.0) -> Noise:
+    """The noise of the difference between a run and the ``estimates`` (the baselines')."""
+    count = len(estimates)
+    errors = [e.error for e in estimates if e.error is not None]
+    factor = math.sqrt(1.0 + 1.0 / count)
+    se = math.sqrt(sum(e * e for e in errors) / len(errors)) * factor if errors else None
+    if count > 1:
+        measured = spread([e.value for e in estimates])
+        if measured is not None and (se is None or measured * factor >= se):
+            return Noise(measured * factor * scale, "baselines", count)
+    return Noise(None if se is None else se * scale, "standard error", count)
 
 
 def _series(frame: pd.DataFrame, tag: str) -> Optional[pd.Series]:
@@ -109,7 +177,7 @@ def _series(frame: pd.DataFrame, tag: str) -> Optional[pd.Series]:
     return series if len(series) else None
 
 
-def _axis(frame: pd.DataFrame, loss: pd.Series, align: Align) -> Optional[np.ndarray[Any, Any]]:
+def _axis(frame: pd.DataFrame, loss: pd.Series, align: Align) -> Optional[Array]:
     """Positions of ``loss``'s steps on the chosen axis (cumulative samples or tokens)."""
     if align == "step":
         return loss.index.to_numpy(dtype=np.float64)
@@ -123,45 +191,228 @@ def _axis(frame: pd.DataFrame, loss: pd.Series, align: Align) -> Optional[np.nda
         return None
     steps = loss.index.to_numpy(dtype=np.float64)
     widths = np.diff(np.concatenate([[0.0], steps]))
-    positions: np.ndarray[Any, Any] = np.cumsum(per_step.to_numpy() * widths)
+    positions: Array = np.cumsum(per_step.to_numpy() * widths)
     return positions
 
 
-def _window_means(
-    x: np.ndarray[Any, Any],
-    y: np.ndarray[Any, Any],
-    positions: np.ndarray[Any, Any],
-    width: float,
-    *,
-    skip_nan: bool,
-) -> np.ndarray[Any, Any]:
-    """Mean of ``y`` over ``x`` in ``(p - width, p]`` for each position ``p`` (the nearest
-    point at or before ``p`` when the window holds none). The same window in the same
-    units for both runs, so runs logged at different granularity compare fairly. The
-    run keeps its NaNs (a diverged run must fail); the baseline skips them."""
-    finite = ~np.isnan(y) if skip_nan else np.ones(len(y), dtype=bool)
-    sums = np.concatenate([[0.0], np.cumsum(np.where(finite, y, 0.0))])
-    counts = np.concatenate([[0], np.cumsum(finite)])
-    right = np.searchsorted(x, positions, side="right")
-    left = np.searchsorted(x, positions - width, side="right")
-    left = np.minimum(left, right - 1).clip(min=0)
-    right = np.maximum(right, left + 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means: np.ndarray[Any, Any] = (sums[right] - sums[left]) / (counts[right] - counts[left])
-    return means
+def _stretch(x: Array, position: float, width: float) -> slice:
+    """The points of ``x`` in ``(position - width, position]``; the nearest point at or
+    before ``position`` when there is none. The same stretch in the same units for every
+    run, so runs logged at different granularity compare fairly."""
+    right = int(np.searchsorted(x, position, side="right"))
+    left = int(np.searchsorted(x, position - width, side="right"))
+    left = max(0, min(left, right - 1))
+    return slice(left, max(right, left + 1))
 
 
-def _band(ref: float, rtol: float, atol: float, sigmas: float, noise: Optional[float]) -> float:
-    """The allowed rise above ``ref``: the explicit tolerance, widened to ``sigmas`` x
-    ``noise`` when the runs are noisier than that."""
-    floor = abs(ref) * rtol + atol
-    return max(floor, sigmas * noise) if noise is not None and math.isfinite(ref) else floor
+def _limit(ref: float, floor: float, noise: Noise, sigmas: float) -> tuple[float, Optional[SetBy]]:
+    """The allowed change from ``ref``: the floor, or ``sigmas`` x noise when larger."""
+    if noise.value is not None and sigmas * noise.value > floor and math.isfinite(ref):
+        return sigmas * noise.value, noise.source
+    return floor, "tolerance"
 
 
-def _why(band: float, floor: float, noise: Optional[float], sigmas: float) -> str:
-    if noise is not None and band > floor:
-        return f"limit: {sigmas:g} x noise {noise:.3g}"
-    return "limit: tolerance"
+def _why(set_by: Optional[SetBy], noise: Noise, sigmas: float, *, relative: bool) -> str:
+    if set_by == "tolerance" or noise.value is None:
+        return "limit: tolerance"
+    size = f"{math.expm1(noise.value):.2%}" if relative else f"{noise.value:.3g}"
+    return f"limit: {sigmas:g} x {noise.describe()} {size}"
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values))
+
+
+def compare_runs(
+    run: pd.DataFrame, baselines: Sequence[pd.DataFrame], tol: Tolerances
+) -> list[Check]:
+    """Every check of ``run`` against one baseline run or several of the same job."""
+    if not baselines:
+        raise CompareError("no baseline run given: pass --baseline RUN (one or more)")
+    run_loss = _series(run, "train/loss")
+    if run_loss is None:
+        raise CompareError("the run has no train/loss scalars: nothing to compare")
+    base_losses = []
+    for number, frame in enumerate(baselines, start=1):
+        loss = _series(frame, "train/loss")
+        if loss is None:
+            which = "the baseline" if len(baselines) == 1 else f"baseline {number}"
+            raise CompareError(f"{which} has no train/loss scalars: nothing to compare")
+        base_losses.append(loss)
+    final = _final_loss(run_loss, base_losses, tol)
+    checks = [final, _matched_loss(run, baselines, run_loss, base_losses, tol)]
+    checks.extend(_eval_checks(run, baselines, tol))
+    checks.append(_throughput(run, baselines, tol))
+    checks.append(_step_time(run, baselines, tol))
+    return checks
+
+
+def _final_points(values: Array, tol: Tolerances) -> Array:
+    count = max(tol.final_window, math.ceil(len(values) * tol.final_fraction))
+    last: Array = values[-count:]
+    return last
+
+
+def _final_estimate(loss: pd.Series, tol: Tolerances) -> _Estimate:
+    values = loss.to_numpy(dtype=np.float64)
+    finite = values[~np.isnan(values)]
+    if not len(finite):
+        raise CompareError("a baseline's train/loss is NaN throughout: choose another baseline")
+    window = _final_points(finite, tol)
+    return _Estimate(float(np.median(window)), standard_error(window, trend="quadratic"))
+
+
+def _final_loss(run: pd.Series, bases: Sequence[pd.Series], tol: Tolerances) -> Check:
+    run_window = _final_points(run.to_numpy(dtype=np.float64), tol)
+    got = float(np.median(run_window))  # a NaN in the run's window makes it NaN: it fails
+    estimates = [_final_estimate(base, tol) for base in bases]
+    ref = _mean([e.value for e in estimates])
+    noise = _noise(estimates)
+    floor = abs(ref) * tol.loss_rtol + tol.loss_atol
+    band, set_by = _limit(ref, floor, noise, tol.loss_sigmas)
+    limit = ref + band
+    statistic = f"median of the last {len(run_window)} points"
+    detail = f"{statistic} (run ends at step {int(run.index[-1])}); " + _why(
+        set_by, noise, tol.loss_sigmas, relative=False
+    )
+    return Check(
+        "final loss",
+        ref,
+        got,
+        limit,
+        _status(not got <= limit),
+        detail,
+        noise.value,
+        set_by,
+        statistic,
+        tol.loss_sigmas,
+    )
+
+
+def _pool_errors(
+    stretches: list[tuple[float, list[_Estimate]]],
+) -> list[tuple[float, list[_Estimate]]]:
+    """Each stretch's standard errors, raised to what the stretches say together. One
+    stretch of 30-60 points has a standard error uncertain by a fifth; the loss's noise
+    scales with its level (a cross entropy's does), so ``n x (se / level)^2`` of each
+    stretch estimates one number, whose median over the stretches is far steadier. A
+    stretch whose own error is larger keeps it."""
+    per_point = []
+    for _, known in stretches:
+        for e in known:
+            if e.error is not None and e.value != 0 and e.points > 1:
+                per_point.append(e.points * (e.error / e.value) ** 2)
+    if len(per_point) < 3:
+        return stretches
+    pooled = float(np.median(per_point))
+    raised = []
+    for got, known in stretches:
+        kept = [
+            _Estimate(e.value, max(e.error, abs(e.value) * math.sqrt(pooled / e.points)), e.points)
+            if e.error is not None and e.points > 1
+            else e
+            for e in known
+        ]
+        raised.append((got, kept))
+    return raised
+
+
+def _stretch_estimate(x: Array, y: Array, position: float, width: float) -> _Estimate:
+    """A baseline's mean over the stretch before ``position`` and its standard error;
+    NaNs (a baseline's own blow-up) are left out."""
+    values = y[_stretch(x, position, width)]
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return _Estimate(math.nan, None)
+    error = standard_error(values, np.mean, trend="quadratic")
+    return _Estimate(float(values.mean()), error, len(values))
+
+
+def _matched_loss(
+    run_frame: pd.DataFrame,
+    base_frames: Sequence[pd.DataFrame],
+    run: pd.Series,
+    bases: Sequence[pd.Series],
+    tol: Tolerances,
+) -> Check:
+    name = f"loss at matched {tol.align}"
+    run_x = _axis(run_frame, run, tol.align)
+    base_xs = [_axis(frame, base, tol.align) for frame, base in zip(base_frames, bases)]
+    if run_x is None or any(x is None for x in base_xs):
+        return Check(name, None, None, None, "skipped", f"no perf/{tol.align}_per_s to align by")
+    axes = [run_x, *(x for x in base_xs if x is not None)]
+    lo, hi = max(float(x[0]) for x in axes), min(float(x[-1]) for x in axes)
+    if not hi > lo:
+        return Check(name, None, None, None, "skipped", "the runs share no positions")
+    positions = np.linspace(lo, hi, tol.checkpoints + 1)[1:]
+    # Each position averages its whole stretch since the previous one: every point counts
+    # once, and a burst of a few noisy steps does not decide alone.
+    width = (hi - lo) / tol.checkpoints
+    sigmas = worst_of(tol.loss_sigmas, tol.checkpoints)
+    run_y = run.to_numpy(dtype=np.float64)
+    stretches = []
+    for position in positions:
+        values = run_y[_stretch(run_x, float(position), width)]
+        estimates = [
+            _stretch_estimate(x, base.to_numpy(dtype=np.float64), float(position), width)
+            for x, base in zip(axes[1:], bases)
+        ]
+        # The run keeps its NaNs (a diverged run fails); a baseline's are left out.
+        stretches.append((float(values.mean()), [e for e in estimates if not math.isnan(e.value)]))
+    pooled = _pooled_relative_spread([known for _, known in stretches])
+    stretches = _pool_errors(stretches)
+    worst: Optional[tuple[float, int, float, float, Noise, Optional[SetBy]]] = None
+    for i, (got, known) in enumerate(stretches):
+        if not known:
+            continue  # no baseline has a finite value here: nothing to hold the run to
+        ref = _mean([e.value for e in known])
+        noise = _noise(known)
+        if pooled is not None and len(known) > 1:
+            widened = pooled * abs(ref) * math.sqrt(1.0 + 1.0 / len(known))
+            if noise.value is None or widened > noise.value:
+                noise = Noise(widened, "baselines", len(known))
+        floor = abs(ref) * tol.loss_rtol + tol.loss_atol
+        band, set_by = _limit(ref, floor, noise, sigmas)
+        excess = math.inf if math.isnan(got) else got - (ref + band)
+        if worst is None or excess > worst[0]:
+            worst = (excess, i, ref, got, noise, set_by)
+    if worst is None:
+        return Check(name, None, None, None, "skipped", "the baselines have no finite loss")
+    excess, i, ref, got, noise, set_by = worst
+    floor = abs(ref) * tol.loss_rtol + tol.loss_atol
+    band, _ = _limit(ref, floor, noise, sigmas)
+    statistic = f"mean of the stretch before {tol.align} {positions[i]:,.0f}"
+    why = _why(set_by, noise, sigmas, relative=False)
+    detail = f"worst of {tol.checkpoints} positions: {tol.align} {positions[i]:,.0f}; {why}"
+    if tol.checkpoints > 1 and set_by != "tolerance":
+        detail += f" ({tol.loss_sigmas:g} sigma for the worst of {tol.checkpoints})"
+    return Check(
+        name,
+        ref,
+        got,
+        ref + band,
+        _status(excess > 0),
+        detail,
+        noise.value,
+        set_by,
+        statistic,
+        sigmas,
+    )
+
+
+def _pooled_relative_spread(stretches: Sequence[Sequence[_Estimate]]) -> Optional[float]:
+    """The baselines' spread relative to their mean, pooled over the positions: the
+    root mean square of each position's coefficient of variation. A few runs' spread at
+    one position is itself uncertain (four degrees of freedom for five runs); the
+    pooled one holds the degrees of all positions, and seeds that part mid-run (a loss
+    bump at another step in each) widen every position, not only the one they hit."""
+    ratios = []
+    for known in stretches:
+        measured = spread([e.value for e in known]) if len(known) > 1 else None
+        level = abs(_mean([e.value for e in known])) if known else 0.0
+        if measured is not None and level > 0:
+            ratios.append((measured / level) ** 2)
+    return math.sqrt(sum(ratios) / len(ratios)) if ratios else None
 
 
 def _higher_is_worse(name: str) -> bool:
@@ -169,205 +420,146 @@ def _higher_is_worse(name: str) -> bool:
     return "loss" in lowered or "perplexity" in lowered or "error" in lowered
 
 
-def compare_runs(run: pd.DataFrame, baseline: pd.DataFrame, tol: Tolerances) -> list[Check]:
-    """Every check of ``run`` against ``baseline``."""
-    checks: list[Check] = []
-    run_loss, base_loss = _series(run, "train/loss"), _series(baseline, "train/loss")
-    if run_loss is None or base_loss is None:
-        which = "the run" if run_loss is None else "the baseline"
-        raise CompareError(f"{which} has no train/loss scalars: nothing to compare")
-    checks.append(_final_loss(run_loss, base_loss, tol))
-    checks.append(_matched_loss(run, baseline, run_loss, base_loss, tol))
-    checks.extend(_eval_checks(run, baseline, tol, _base_loss_noise(base_loss, tol)))
-    checks.append(_throughput(run, baseline, tol))
-    checks.append(_step_time(run, baseline, tol))
-    return checks
-
-
-def _final_points(values: np.ndarray[Any, Any], tol: Tolerances) -> np.ndarray[Any, Any]:
-    count = max(tol.final_window, math.ceil(len(values) * tol.final_fraction))
-    last: np.ndarray[Any, Any] = values[-count:]
-    return last
-
-
-def _base_loss_noise(base: pd.Series, tol: Tolerances) -> tuple[float, Optional[float]]:
-    """The baseline's final train loss (median) and its per-step noise."""
-    values = base.to_numpy(dtype=np.float64)
-    window = _final_points(values[~np.isnan(values)], tol)
-    return float(np.median(window)), step_noise(window)
-
-
-def _final_loss(run: pd.Series, base: pd.Series, tol: Tolerances) -> Check:
-    run_window = _final_points(run.to_numpy(dtype=np.float64), tol)
-    values = base.to_numpy(dtype=np.float64)
-    finite = values[~np.isnan(values)]
-    if not len(finite):
-        raise CompareError("the baseline's train/loss is NaN throughout: choose another baseline")
-    base_window = _final_points(finite, tol)
-    got = float(np.median(run_window))  # a NaN in the run's window makes it NaN: it fails
-    ref = float(np.median(base_window))
-    # The baseline's noise for both: a worse loss is also a noisier one, which must not
-    # widen its own limit.
-    noise = difference_noise(None, step_noise(base_window))
-    band = _band(ref, tol.loss_rtol, tol.loss_atol, tol.loss_sigmas, noise)
-    limit = ref + band
-    bad = not got <= limit
-    detail = (
-        f"median of the last {len(run_window)} points (run ends at step {int(run.index[-1])}); "
-        + _why(band, abs(ref) * tol.loss_rtol + tol.loss_atol, noise, tol.loss_sigmas)
-    )
-    return Check("final loss", ref, got, limit, _status(bad), detail, noise)
-
-
-def _noise_near(
-    x: np.ndarray[Any, Any], y: np.ndarray[Any, Any], position: float, width: float
-) -> Optional[float]:
-    """Per-step noise of ``y`` over ``x`` in ``(position - width, position]``."""
-    left = int(np.searchsorted(x, position - width, side="right"))
-    right = int(np.searchsorted(x, position, side="right"))
-    return step_noise(y[left:right])
-
-
-def _matched_loss(
-    run_frame: pd.DataFrame,
-    base_frame: pd.DataFrame,
-    run: pd.Series,
-    base: pd.Series,
-    tol: Tolerances,
-) -> Check:
-    name = f"loss at matched {tol.align}"
-    run_x, base_x = _axis(run_frame, run, tol.align), _axis(base_frame, base, tol.align)
-    if run_x is None or base_x is None:
-        return Check(name, None, None, None, "skipped", f"no perf/{tol.align}_per_s to align by")
-    lo, hi = max(run_x[0], base_x[0]), min(run_x[-1], base_x[-1])
-    if not hi > lo:
-        return Check(name, None, None, None, "skipped", "the runs share no positions")
-    positions = np.linspace(lo, hi, tol.checkpoints + 1)[1:]
-    # Each position averages its whole stretch since the previous one: every point counts
-    # once, and a burst of a few noisy steps does not decide alone.
-    width = (hi - lo) / tol.checkpoints
-    run_y, base_y = run.to_numpy(dtype=np.float64), base.to_numpy(dtype=np.float64)
-    got = _window_means(run_x, run_y, positions, width, skip_nan=False)
-    ref = _window_means(base_x, base_y, positions, width, skip_nan=True)
-    # The baseline's noise near each position, over two stretches (a steadier estimate).
-    noises = [difference_noise(None, _noise_near(base_x, base_y, p, 2 * width)) for p in positions]
-    bands = np.array(
-        [
-            _band(float(r), tol.loss_rtol, tol.loss_atol, tol.loss_sigmas, n)
-            for r, n in zip(ref, noises)
-        ]
-    )
-    limits = ref + bands
-    # A run NaN fails; a position where the baseline itself has no finite value is skipped.
-    excess = np.where(np.isnan(ref), -np.inf, np.where(np.isnan(got), np.inf, got - limits))
-    worst = int(np.argmax(excess))
-    bad = bool(excess[worst] > 0)
-    floor = abs(float(ref[worst])) * tol.loss_rtol + tol.loss_atol
-    why = _why(float(bands[worst]), floor, noises[worst], tol.loss_sigmas)
-    detail = f"worst of {tol.checkpoints} positions: {tol.align} {positions[worst]:,.0f}; {why}"
-    return Check(
-        name,
-        float(ref[worst]),
-        float(got[worst]),
-        float(limits[worst]),
-        _status(bad),
-        detail,
-        noises[worst],
-    )
-
-
 def _eval_checks(
     run: pd.DataFrame,
-    baseline: pd.DataFrame,
+    baselines: Sequence[pd.DataFrame],
     tol: Tolerances,
-    train_loss: tuple[float, Optional[float]],
 ) -> list[Check]:
-    tags = sorted(
-        {t for t in run["tag"] if t.startswith("eval/")}
-        & {t for t in baseline["tag"] if t.startswith("eval/")}
-    )
-    loss_level, loss_noise = train_loss
+    tags = {t for t in run["tag"] if t.startswith("eval/")}
+    for frame in baselines:
+        tags &= {t for t in frame["tag"] if t.startswith("eval/")}
     checks = []
-    for tag in tags:
-        got_s, ref_s = _series(run, tag), _series(baseline, tag)
-        if got_s is None or ref_s is None:
+    for tag in sorted(tags):
+        got_s = _series(run, tag)
+        ref_ss = [_series(frame, tag) for frame in baselines]
+        if got_s is None or any(s is None for s in ref_ss):
             continue
-        got, ref = float(got_s.iloc[-1]), float(ref_s.iloc[-1])
+        got = float(got_s.iloc[-1])
+        values = [float(s.iloc[-1]) for s in ref_ss if s is not None]
+        ref = _mean(values)
+        noise = _eval_noise(tag, [s for s in ref_ss if s is not None])
         floor = abs(ref) * tol.eval_rtol
-        noise: Optional[float] = None
-        # One value per run: no noise of its own. An eval loss varies between runs as
-        # the train loss does (relatively); a perplexity, exp(loss), by the loss's absolute
-        # noise, relatively. Other metrics (accuracy) keep the explicit tolerance alone.
-        if loss_noise is not None and loss_level > 0 and _higher_is_worse(tag):
-            scale = loss_noise if "perplexity" in tag.lower() else loss_noise / loss_level
-            noise = difference_noise(None, abs(ref) * scale)
-        band = _band(ref, tol.eval_rtol, 0.0, tol.loss_sigmas, noise)
+        band, set_by = _limit(ref, floor, noise, tol.loss_sigmas)
         if _higher_is_worse(tag):
             limit = ref + band
             bad = not got <= limit
         else:
             limit = ref - band
             bad = not got >= limit
-        detail = "last value; " + _why(band, floor, noise, tol.loss_sigmas)
-        checks.append(Check(tag, ref, got, limit, _status(bad), detail, noise))
+        why = _why(set_by, noise, tol.loss_sigmas, relative=False)
+        statistic = "last value"
+        if noise.value is None:
+            why += " (one value per run: more baselines measure its noise)"
+        checks.append(
+            Check(
+                tag,
+                ref,
+                got,
+                limit,
+                _status(bad),
+                f"{statistic}; {why}",
+                noise.value,
+                set_by,
+                statistic,
+                tol.loss_sigmas,
+            )
+        )
     return checks
 
 
-def _perf_window(frame: pd.DataFrame, tag: str) -> Optional[np.ndarray[Any, Any]]:
-    """The logarithm of ``tag``'s positive values after the first 10 % of steps (compile,
-    warm-up); logarithms, since a busy machine slows steps by a factor."""
+def _eval_noise(tag: str, series: Sequence[pd.Series]) -> Noise:
+    """An eval metric's noise between runs. Several baselines measure it as their spread.
+    One baseline has one last value: its standard error is one point's noise around the
+    course of the metric, when it was evaluated often enough to show it (at least 8
+    times); else there is none, and the explicit tolerance alone holds (one value per
+    run says nothing about how another seed's would differ)."""
+    if len(series) > 1:
+        measured = spread([float(s.iloc[-1]) for s in series])
+        if measured is not None:
+            return Noise(measured * math.sqrt(1.0 + 1.0 / len(series)), "baselines", len(series))
+    errors = [point_noise(s.to_numpy(dtype=np.float64)) for s in series]
+    known = [e for e in errors if e is not None]
+    if not known:
+        return Noise(None, "standard error", len(series))
+    return _noise([_Estimate(float(s.iloc[-1]), e) for s, e in zip(series, errors)])
+
+
+def _perf_estimate(frame: pd.DataFrame, tag: str) -> Optional[tuple[_Estimate, int]]:
+    """The median of the logarithm of ``tag``'s positive values after the first 10 % of
+    steps (compile, warm-up), its standard error, and the number of steps."""
     series = _series(frame, tag)
     if series is None:
         return None
     values = series.to_numpy(dtype=np.float64)
     values = values[len(values) // 10 :]
-    values = values[values > 0]
-    return np.log(values) if len(values) else None
+    values = np.log(values[values > 0])
+    if not len(values):
+        return None
+    return _Estimate(float(np.median(values)), standard_error(values)), len(values)
 
 
 def _perf_check(
     name: str,
-    run: np.ndarray[Any, Any],
-    base: np.ndarray[Any, Any],
-    rtol: float,
-    tol: Tolerances,
+    tag: str,
+    run: pd.DataFrame,
+    baselines: Sequence[pd.DataFrame],
     *,
+    tol: Tolerances,
+    rtol: float,
     lower_is_worse: bool,
-) -> Check:
-    got, ref = float(np.exp(np.median(run))), float(np.exp(np.median(base)))
-    noise = difference_noise(level_noise(run), level_noise(base))
-    spread = math.exp(tol.perf_sigmas * noise) if noise is not None else 1.0
+) -> Optional[Check]:
+    got_e = _perf_estimate(run, tag)
+    base_e = [_perf_estimate(frame, tag) for frame in baselines]
+    if got_e is None or any(e is None for e in base_e):
+        return None
+    estimates = [e[0] for e in base_e if e is not None]
+    log_ref = _mean([e.value for e in estimates])
+    noise = _noise(estimates)
+    floor = -math.log1p(-min(rtol, 0.999)) if lower_is_worse else math.log1p(rtol)
+    band, set_by = _limit(log_ref, floor, noise, tol.perf_sigmas)
+    log_got = got_e[0].value
+    ref, got = math.exp(log_ref), math.exp(log_got)
     if lower_is_worse:
-        floor = ref * (1 - rtol)
-        limit = min(floor, ref / spread)
+        limit = math.exp(log_ref - band)
         bad = not got >= limit
     else:
-        floor = ref * (1 + rtol)
-        limit = max(floor, ref * spread)
+        limit = math.exp(log_ref + band)
         bad = not got <= limit
-    if noise is not None and limit != floor:
-        why = f"limit: {tol.perf_sigmas:g} x jitter {math.expm1(noise):.1%}"
-    else:
-        why = "limit: tolerance"
-    detail = f"median of {len(run)} steps; {why}"
-    return Check(name, ref, got, limit, _status(bad), detail, noise)
+    statistic = f"median of {got_e[1]} steps"
+    detail = f"{statistic}; " + _why(set_by, noise, tol.perf_sigmas, relative=True)
+    return Check(
+        name,
+        ref,
+        got,
+        limit,
+        _status(bad),
+        detail,
+        noise.value,
+        set_by,
+        statistic,
+        tol.perf_sigmas,
+    )
 
 
-def _throughput(run: pd.DataFrame, baseline: pd.DataFrame, tol: Tolerances) -> Check:
+def _throughput(run: pd.DataFrame, baselines: Sequence[pd.DataFrame], tol: Tolerances) -> Check:
     for tag in ("perf/samples_per_s", "perf/tokens_per_s"):
-        got, ref = _perf_window(run, tag), _perf_window(baseline, tag)
-        if got is not None and ref is not None:
-            name = f"throughput ({tag[5:]})"
-            return _perf_check(name, got, ref, tol.throughput_rtol, tol, lower_is_worse=True)
-    return Check("throughput", None, None, None, "skipped", "no perf/samples_per_s in both")
+        name = f"throughput ({tag[5:]})"
+        check = _perf_check(
+            name, tag, run, baselines, tol=tol, rtol=tol.throughput_rtol, lower_is_worse=True
+        )
+        if check is not None:
+            return check
+    return Check("throughput", None, None, None, "skipped", "no perf/samples_per_s in all runs")
 
 
-def _step_time(run: pd.DataFrame, baseline: pd.DataFrame, tol: Tolerances) -> Check:
-    tag = "perf/step_time_ms"
-    got, ref = _perf_window(run, tag), _perf_window(baseline, tag)
-    if got is None or ref is None:
-        return Check("step time (ms)", None, None, None, "skipped", "no perf/step_time_ms")
-    return _perf_check("step time (ms)", got, ref, tol.step_time_rtol, tol, lower_is_worse=False)
+def _step_time(run: pd.DataFrame, baselines: Sequence[pd.DataFrame], tol: Tolerances) -> Check:
+    name, tag = "step time (ms)", "perf/step_time_ms"
+    check = _perf_check(
+        name, tag, run, baselines, tol=tol, rtol=tol.step_time_rtol, lower_is_worse=False
+    )
+    if check is None:
+        return Check(name, None, None, None, "skipped", "no perf/step_time_ms in all runs")
+    return check
 
 
 def _status(bad: bool) -> Literal["ok", "regression"]:
