@@ -1,13 +1,14 @@
 """``mindwatch compare``'s limits come from the noise of each compared statistic between two
 runs of a job, not from one step's noise.
 
-Runs are written with :class:`mindwatch.Monitor` as a job would write them: 600 steps, a
-falling loss with 30 % relative noise per step, and throughput of 5,000 samples/s with
-uniform per-step jitter. Seeds of one job must pass against each other in every pairing;
-a 25 % worse final loss, a 40 % lower throughput (with +-30 % and with +-10 % jitter), and
-a 15 % lower one against three baselines of the job must fail. The defaults are not tuned
-to these cases: each check allows ``3.5`` standard errors of the difference, a
-one-sided false-alarm rate of 2.3e-4 per check for normal noise (docs/compare.md).
+Runs are written with :class:`mindwatch.Monitor` as a job would write them
+(examples/compare_jitter.py): 600 steps, a falling loss with 30 % relative noise per
+step, and throughput of 5,000 samples/s with uniform per-step jitter. Seeds of one job
+must pass against each other in every pairing; a 25 % worse final loss, a 40 % lower
+throughput (with +-30 % and with +-10 % jitter), and a 15 % lower one against three
+baselines of the job must fail. The defaults are not tuned to these cases: each check
+allows 3.5 standard errors of the difference, a one-sided false-alarm rate of 2.3e-4
+per check for normal noise (docs/compare.md).
 """
 
 from __future__ import annotations
@@ -17,48 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from examples.compare_jitter import STEPS, written_run
 
-import mindwatch
 from mindwatch.tools.compare import Tolerances, compare_runs, load_run
 from mindwatch.tools.compare.noise import autocorrelation_time, spread, standard_error
 
-STEPS = 600
 
-
-def written_run(
-    folder: Path,
-    seed: int,
-    *,
-    jitter: float = 0.3,
-    speed: float = 1.0,
-    loss_scale: float = 1.0,
-    final_scale: float = 1.0,
-    nan_from: int = STEPS + 1,
-) -> Path:
-    """One run of the job: ``speed`` scales its throughput, ``loss_scale`` its whole loss
-    curve and ``final_scale`` its last 20 %."""
-    rng = np.random.default_rng(seed)
-    with mindwatch.Monitor(folder, {"print_every": 0}) as mon:
-        for step in range(1, STEPS + 1):
-            level = loss_scale * (0.5 + 2.0 / (1 + step / 30))
-            if step > STEPS * 0.8:
-                level *= final_scale
-            if step >= nan_from:
-                level = float("nan")
-            rate = 5000.0 * speed * (1 + jitter * rng.uniform(-1, 1))
-            mon.log_scalars(
-                step,
-                {
-                    "train/loss": level * (1 + 0.3 * rng.standard_normal()),
-                    "perf/samples_per_s": rate,
-                    "perf/step_time_ms": 32 * 1000.0 / rate,
-                },
-            )
-    return folder
-
-
-def verdicts(run: Path, *baselines: Path, tol: Tolerances = Tolerances()) -> dict[str, str]:
-    checks = compare_runs(load_run(run).frame, [load_run(b).frame for b in baselines], tol)
+def verdicts(run: Path, *baselines: Path) -> dict[str, str]:
+    checks = compare_runs(load_run(run).frame, [load_run(b).frame for b in baselines], Tolerances())
     return {c.name: c.status for c in checks}
 
 
@@ -76,7 +43,8 @@ def test_seeds_of_one_job_pass_in_every_pairing(seeds: list[Path]) -> None:
     for run, base in itertools.permutations(range(len(frames)), 2):
         for check in compare_runs(frames[run], [frames[base]], Tolerances()):
             assert check.status == "ok", (run, base, check)
-            assert check.baseline is not None and check.run is not None
+            assert check.baseline is not None
+            assert check.run is not None
             if check.noise:
                 change = check.run - check.baseline
                 if check.name.startswith(("throughput", "step time")):  # in logarithms
@@ -151,7 +119,8 @@ def test_a_25_percent_worse_final_loss_fails(seeds: list[Path], tmp_path: Path) 
     final = checks["final loss"]
     assert final.status == "regression"
     assert final.set_by == "standard error"
-    assert final.run is not None and final.baseline is not None
+    assert final.run is not None
+    assert final.baseline is not None
     assert final.run / final.baseline == pytest.approx(1.25, abs=0.08)
     assert checks["throughput (samples_per_s)"].status == "ok"
 
@@ -178,7 +147,8 @@ def test_a_nan_final_loss_fails_the_final_loss_check(seeds: list[Path], tmp_path
         for c in compare_runs(load_run(folder).frame, [load_run(seeds[0]).frame], Tolerances())
     }
     assert checks["final loss"].status == "regression"
-    assert checks["final loss"].run is not None and np.isnan(checks["final loss"].run)
+    assert checks["final loss"].run is not None
+    assert np.isnan(checks["final loss"].run)
     # the last stretch holds them too; the throughput is untouched
     assert checks["loss at matched step"].status == "regression"
     assert checks["throughput (samples_per_s)"].status == "ok"
@@ -201,7 +171,8 @@ def test_several_baselines_measure_the_spread(tmp_path: Path) -> None:
     assert final.set_by == "baselines"
     assert final.status == "ok"
     assert final.baseline == pytest.approx(np.mean([one["final loss"].baseline]) * 1.0, rel=0.1)
-    assert final.noise is not None and one["final loss"].noise is not None
+    assert final.noise is not None
+    assert one["final loss"].noise is not None
     assert final.noise > 2 * one["final loss"].noise
 
 

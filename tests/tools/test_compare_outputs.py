@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from examples.compare_jitter import written_run
 from junitparser import Failure, JUnitXml, Skipped
 
 from mindwatch.cli import main
-from tests.tools.test_compare_noise import written_run
 
 
 def compare(*args: str, env: dict[str, str] | None = None) -> Result:
