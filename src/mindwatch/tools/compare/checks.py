@@ -216,7 +216,7 @@ def _why(set_by: Optional[SetBy], noise: Noise, sigmas: float, *, relative: bool
     if set_by == "tolerance" or noise.value is None:
         return "limit: tolerance"
     size = f"{math.expm1(noise.value):.2%}" if relative else f"{noise.value:.3g}"
-    return f"limit: {sigmas:g} x {noise.describe()} {size}"
+    return f"limit: {sigmas:.3g} x {noise.describe()} {size}"
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -67,7 +67,8 @@ def facts(record: RunRecord) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Change:
     """One fact or config key whose value differs: ``kind`` is ``fact`` or ``config``;
-    ``baseline`` lists the baselines' distinct values (one per value)."""
+    ``baseline`` lists the baselines' distinct values (one per value); None is a key
+    that side does not have."""
 
     kind: str
     key: str
@@ -91,7 +92,7 @@ def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(seen)
 
 
-_MISSING = "(not set)"
+_MISSING = object()  # a key one side does not have
 
 
 def changes(run: Mapping[str, Any], baselines: Sequence[Mapping[str, Any]]) -> list[Change]:
@@ -113,5 +114,6 @@ def changes(run: Mapping[str, Any], baselines: Sequence[Mapping[str, Any]]) -> l
         values = [c.get(key, _MISSING) for c in base_configs]
         new = run_config.get(key, _MISSING)
         if any(v != new for v in values):
-            found.append(Change("config", key, _distinct(values), new))
+            shown = [None if v is _MISSING else v for v in values]
+            found.append(Change("config", key, _distinct(shown), None if new is _MISSING else new))
     return found

@@ -179,7 +179,7 @@ def report_junit(checks: Sequence[Check], run: RunData, baselines: Sequence[RunD
             ET.SubElement(case, "system-out").text = summary
     ET.indent(suites)
     body: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
-    return body
+    return body + b"\n"
 
 
 def load_tolerances(file: Optional[Path], flags: Mapping[str, Any]) -> Tolerances:
@@ -232,7 +232,9 @@ def checks_table(checks: Sequence[Check]) -> Any:
 
 
 def _value(value: Any) -> str:
-    return "-" if value is None else str(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"  # 0.0025, not 0.0025000000000000005
+    return _("(not set)") if value is None else str(value)
 
 
 def changes_table(changed: Sequence[Change]) -> Any:
