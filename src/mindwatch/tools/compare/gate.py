@@ -208,6 +208,19 @@ def _number(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.5g}"
 
 
+def display_name(name: str) -> str:
+    """A check's name as the table shows it (translated; JSON and JUnit keep the name)."""
+    if name == "final loss":
+        return _("final loss")
+    if name.startswith("loss at matched "):
+        return _("loss at matched {axis}").format(axis=name.rsplit(" ", 1)[1])
+    if name.startswith("throughput"):
+        return _("throughput") + name[len("throughput") :]
+    if name == "step time (ms)":
+        return _("step time (ms)")
+    return name  # eval/<metric>: a tag
+
+
 def checks_table(checks: Sequence[Check]) -> Any:
     """The checks as a rich table: check, baseline, run, change, limit, result, detail."""
     from rich.table import Table
@@ -220,7 +233,7 @@ def checks_table(checks: Sequence[Check]) -> Any:
     for check in checks:
         change = "-" if check.change is None else f"{check.change:+.1%}"
         table.add_row(
-            check.name,
+            display_name(check.name),
             _number(check.baseline),
             _number(check.run),
             change,

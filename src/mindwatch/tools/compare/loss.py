@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
+from mindwatch.common.i18n import _
 from mindwatch.tools.compare.noise import spread, standard_error
 from mindwatch.tools.compare.verdict import (
     Align,
@@ -88,10 +89,10 @@ def final_loss(run: pd.Series, bases: Sequence[pd.Series], tol: Tolerances) -> C
     floor = abs(ref) * tol.loss_rtol + tol.loss_atol
     band, set_by = allowed(ref, floor, noise, tol.loss_sigmas)
     limit = ref + band
-    statistic = f"median of the last {len(run_window)} points"
-    detail = f"{statistic} (run ends at step {int(run.index[-1])}); " + limit_reason(
-        set_by, noise, tol.loss_sigmas, relative=False
-    )
+    statistic = _("median of the last {count} points").format(count=len(run_window))
+    detail = _("{statistic} (run ends at step {step}); ").format(
+        statistic=statistic, step=int(run.index[-1])
+    ) + limit_reason(set_by, noise, tol.loss_sigmas, relative=False)
     return Check(
         "final loss",
         ref,
@@ -156,11 +157,12 @@ def matched_loss(
     run_x = _axis(run_frame, run, tol.align)
     base_xs = [_axis(frame, base, tol.align) for frame, base in zip(base_frames, bases)]
     if run_x is None or any(x is None for x in base_xs):
-        return Check(name, None, None, None, "skipped", f"no perf/{tol.align}_per_s to align by")
+        reason = _("no {tag} to align by").format(tag=f"perf/{tol.align}_per_s")
+        return Check(name, None, None, None, "skipped", reason)
     axes = [run_x, *(x for x in base_xs if x is not None)]
     lo, hi = max(float(x[0]) for x in axes), min(float(x[-1]) for x in axes)
     if not hi > lo:
-        return Check(name, None, None, None, "skipped", "the runs share no positions")
+        return Check(name, None, None, None, "skipped", _("the runs share no positions"))
     positions = np.linspace(lo, hi, tol.checkpoints + 1)[1:]
     # Each position averages its whole stretch since the previous one: every point counts
     # once, and a burst of a few noisy steps does not decide alone.
@@ -194,15 +196,20 @@ def matched_loss(
         if worst is None or excess > worst[0]:
             worst = (excess, i, ref, got, noise, set_by)
     if worst is None:
-        return Check(name, None, None, None, "skipped", "the baselines have no finite loss")
+        return Check(name, None, None, None, "skipped", _("the baselines have no finite loss"))
     excess, i, ref, got, noise, set_by = worst
     floor = abs(ref) * tol.loss_rtol + tol.loss_atol
     band, _ = allowed(ref, floor, noise, sigmas)
-    statistic = f"mean of the stretch before {tol.align} {positions[i]:,.0f}"
+    where = f"{tol.align} {positions[i]:,.0f}"
+    statistic = _("mean of the stretch before {position}").format(position=where)
     why = limit_reason(set_by, noise, sigmas, relative=False)
-    detail = f"worst of {tol.checkpoints} positions: {tol.align} {positions[i]:,.0f}; {why}"
+    detail = _("worst of {count} positions: {position}; {why}").format(
+        count=tol.checkpoints, position=where, why=why
+    )
     if tol.checkpoints > 1 and set_by != "tolerance":
-        detail += f" ({tol.loss_sigmas:g} sigma for the worst of {tol.checkpoints})"
+        detail += " " + _("({sigmas:g} sigma for the worst of {count})").format(
+            sigmas=tol.loss_sigmas, count=tol.checkpoints
+        )
     return Check(
         name,
         ref,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
+from mindwatch.common.i18n import _
 from mindwatch.tools.compare.noise import point_noise, spread, standard_error
 from mindwatch.tools.compare.verdict import (
     Check,
@@ -61,9 +62,9 @@ def eval_checks(
             limit = ref - band
             bad = not got >= limit
         why = limit_reason(set_by, noise, tol.loss_sigmas, relative=False)
-        statistic = "last value"
+        statistic = _("last value")
         if noise.value is None:
-            why += " (one value per run: more baselines measure its noise)"
+            why += " " + _("(one value per run: more baselines measure its noise)")
         checks.append(
             Check(
                 tag,
@@ -139,7 +140,7 @@ def _perf_check(
     else:
         limit = math.exp(log_ref + band)
         bad = not got <= limit
-    statistic = f"median of {got_e[1]} steps"
+    statistic = _("median of {count} steps").format(count=got_e[1])
     detail = f"{statistic}; " + limit_reason(set_by, noise, tol.perf_sigmas, relative=True)
     return Check(
         name,
@@ -163,7 +164,7 @@ def throughput(run: pd.DataFrame, baselines: Sequence[pd.DataFrame], tol: Tolera
         )
         if check is not None:
             return check
-    return Check("throughput", None, None, None, "skipped", "no perf/samples_per_s in all runs")
+    return Check("throughput", None, None, None, "skipped", _("no perf/samples_per_s in all runs"))
 
 
 def step_time(run: pd.DataFrame, baselines: Sequence[pd.DataFrame], tol: Tolerances) -> Check:
@@ -172,5 +173,5 @@ def step_time(run: pd.DataFrame, baselines: Sequence[pd.DataFrame], tol: Toleran
         name, tag, run, baselines, tol=tol, rtol=tol.step_time_rtol, lower_is_worse=False
     )
     if check is None:
-        return Check(name, None, None, None, "skipped", "no perf/step_time_ms in all runs")
+        return Check(name, None, None, None, "skipped", _("no perf/step_time_ms in all runs"))
     return check

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from mindwatch.common.i18n import _
 from mindwatch.tools.compare.noise import spread
 
 if TYPE_CHECKING:
@@ -93,8 +94,8 @@ class Noise:
 
     def describe(self) -> str:
         if self.source == "baselines":
-            return f"spread of {self.baselines} baselines"
-        return "standard error"
+            return _("spread of {count} baselines").format(count=self.baselines)
+        return _("standard error")
 
 
 @dataclass(frozen=True)
@@ -175,9 +176,11 @@ def allowed(ref: float, floor: float, noise: Noise, sigmas: float) -> tuple[floa
 
 def limit_reason(set_by: Optional[SetBy], noise: Noise, sigmas: float, *, relative: bool) -> str:
     if set_by == "tolerance" or noise.value is None:
-        return "limit: tolerance"
+        return _("limit: tolerance")
     size = f"{math.expm1(noise.value):.2%}" if relative else f"{noise.value:.3g}"
-    return f"limit: {sigmas:.3g} x {noise.describe()} {size}"
+    return _("limit: {sigmas:.3g} x {source} {size}").format(
+        sigmas=sigmas, source=noise.describe(), size=size
+    )
 
 
 def mean(values: Sequence[float]) -> float:
