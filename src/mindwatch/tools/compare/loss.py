@@ -116,7 +116,7 @@ def _pool_errors(
     stretch estimates one number, whose median over the stretches is far steadier. A
     stretch whose own error is larger keeps it."""
     per_point = []
-    for _, known in stretches:
+    for _got, known in stretches:
         for e in known:
             if e.error is not None and e.value != 0 and e.points > 1:
                 per_point.append(e.points * (e.error / e.value) ** 2)
@@ -178,7 +178,7 @@ def matched_loss(
         ]
         # The run keeps its NaNs (a diverged run fails); a baseline's are left out.
         stretches.append((float(values.mean()), [e for e in estimates if not math.isnan(e.value)]))
-    pooled = _pooled_relative_spread([known for _, known in stretches])
+    pooled = _pooled_relative_spread([known for _got, known in stretches])
     stretches = _pool_errors(stretches)
     worst: Optional[tuple[float, int, float, float, Noise, Optional[SetBy]]] = None
     for i, (got, known) in enumerate(stretches):
@@ -199,7 +199,7 @@ def matched_loss(
         return Check(name, None, None, None, "skipped", _("the baselines have no finite loss"))
     excess, i, ref, got, noise, set_by = worst
     floor = abs(ref) * tol.loss_rtol + tol.loss_atol
-    band, _ = allowed(ref, floor, noise, sigmas)
+    band = allowed(ref, floor, noise, sigmas)[0]
     where = f"{tol.align} {positions[i]:,.0f}"
     statistic = _("mean of the stretch before {position}").format(position=where)
     why = limit_reason(set_by, noise, sigmas, relative=False)
