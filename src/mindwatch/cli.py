@@ -802,7 +802,7 @@ def _print_comparison(
     from rich.console import Console
 
     from mindwatch.common.i18n import _, ngettext
-    from mindwatch.tools.compare import changes_table, checks_table
+    from mindwatch.tools.compare import changes_table, checks_table, display_name
 
     console = Console(highlight=False, markup=False, emoji=False)
     facts = [c for c in changed if c.kind == "fact"]
@@ -822,7 +822,7 @@ def _print_comparison(
                 len(bases),
             ).format(count=len(bases))
         )
-    bad = [c.name for c in checks if c.status == "regression"]
+    bad = [display_name(c.name) for c in checks if c.status == "regression"]
     click.echo(
         _("within tolerance") if passed else _("regression: {checks}").format(checks=", ".join(bad))
     )

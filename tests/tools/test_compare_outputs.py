@@ -172,3 +172,22 @@ def test_what_changed_between_runs(tmp_path: Path) -> None:
     assert data["facts"]["run"]["device"] is None or isinstance(data["facts"]["run"]["device"], str)
     same = compare(str(base), "--baseline", str(base))
     assert "what changed" not in same.output
+
+
+def test_the_table_speaks_chinese_under_a_chinese_locale(job: dict[str, Path]) -> None:
+    from mindwatch.common.i18n import set_language
+
+    try:
+        set_language("zh")
+        result = compare(str(job["slow"]), "--baseline", str(job["seed0"]))
+    finally:
+        set_language(None)
+    assert result.exit_code == 1
+    assert "回归：吞吐量 (samples_per_s), 单步耗时（毫秒）" in result.output
+    assert "最终损失" in result.output
+    assert "界限：容差" in result.output
+    # JSON keeps the names programs match on
+    data = json.loads(
+        compare(str(job["slow"]), "--baseline", str(job["seed0"]), "--json", "-").output
+    )
+    assert "final loss" in {c["name"] for c in data["checks"]}

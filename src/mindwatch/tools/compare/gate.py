@@ -29,6 +29,7 @@ __all__ = [
     "RunData",
     "changes_table",
     "checks_table",
+    "display_name",
     "load_run",
     "load_runs",
     "load_tolerances",
@@ -212,8 +213,13 @@ def display_name(name: str) -> str:
     """A check's name as the table shows it (translated; JSON and JUnit keep the name)."""
     if name == "final loss":
         return _("final loss")
-    if name.startswith("loss at matched "):
-        return _("loss at matched {axis}").format(axis=name.rsplit(" ", 1)[1])
+    matched = {
+        "loss at matched step": _("loss at matched step"),
+        "loss at matched samples": _("loss at matched samples"),
+        "loss at matched tokens": _("loss at matched tokens"),
+    }
+    if name in matched:
+        return matched[name]
     if name.startswith("throughput"):
         return _("throughput") + name[len("throughput") :]
     if name == "step time (ms)":

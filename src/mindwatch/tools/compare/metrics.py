@@ -72,7 +72,7 @@ def eval_checks(
                 got,
                 limit,
                 status_of(bad),
-                f"{statistic}; {why}",
+                _("{statistic}; {why}").format(statistic=statistic, why=why),
                 noise.value,
                 set_by,
                 statistic,
@@ -141,7 +141,8 @@ def _perf_check(
         limit = math.exp(log_ref + band)
         bad = not got <= limit
     statistic = _("median of {count} steps").format(count=got_e[1])
-    detail = f"{statistic}; " + limit_reason(set_by, noise, tol.perf_sigmas, relative=True)
+    why = limit_reason(set_by, noise, tol.perf_sigmas, relative=True)
+    detail = _("{statistic}; {why}").format(statistic=statistic, why=why)
     return Check(
         name,
         ref,
