@@ -803,11 +803,13 @@ def _print_comparison(
 
     from mindwatch.common.i18n import _, ngettext
     from mindwatch.tools.compare import changes_table, checks_table, display_name
+    from mindwatch.tools.compare.facts import FACTS
 
     console = Console(highlight=False, markup=False, emoji=False)
     facts = [c for c in changed if c.kind == "fact"]
     if changed:
-        shown = ", ".join(c.key for c in facts) or _("its config")
+        labels = dict(FACTS)
+        shown = ", ".join(_(labels[c.key]) for c in facts) or _("its config")
         click.echo(_("warning: the run differs from its baseline in {what}:").format(what=shown))
         _echo_table(console, changes_table(changed))
         click.echo("")

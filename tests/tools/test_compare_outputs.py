@@ -191,3 +191,34 @@ def test_the_table_speaks_chinese_under_a_chinese_locale(job: dict[str, Path]) -
         compare(str(job["slow"]), "--baseline", str(job["seed0"]), "--json", "-").output
     )
     assert "final loss" in {c["name"] for c in data["checks"]}
+
+
+def test_what_changed_names_versions_device_and_world_size(tmp_path: Path) -> None:
+    import mindwatch
+
+    with mindwatch.Monitor(tmp_path / "base", {"print_every": 0}) as mon:
+        for step in range(1, 101):
+            mon.log_scalars(step, {"train/loss": 1.0 / step})
+    new = tmp_path / "new"
+    shutil.copytree(tmp_path / "base", new)
+    record = json.loads((new / "run.json").read_text())
+    record["versions"]["mindspore"] = "2.9.0"
+    record["versions"]["mindformers"] = "1.9.0"
+    record["world_size"] = 8
+    record["ranks"] = [{"rank": 0, "node": "n0", "device": "Ascend", "device_id": 0}]
+    (new / "run.json").write_text(json.dumps(record))
+    result = compare(str(new), "--baseline", str(tmp_path / "base"))
+    assert result.exit_code == 0, result.output  # a difference is not a failure
+    lines = result.output.splitlines()
+    assert lines[0] == (
+        "warning: the run differs from its baseline in MindSpore version, "
+        "MindFormers version, device kind, world size:"
+    )
+    rows = [line.split() for line in lines[2:6]]
+    assert rows == [
+        ["MindSpore", "version", "2.10.0", "2.9.0"],
+        ["MindFormers", "version", "(not", "set)", "1.9.0"],
+        ["device", "kind", "(not", "set)", "Ascend"],
+        ["world", "size", "1", "8"],
+    ]
+    assert lines[6] == ""
