@@ -802,7 +802,7 @@ def _print_comparison(
     from rich.console import Console
 
     from mindwatch.common.i18n import _, ngettext
-    from mindwatch.tools.compare import changes_table, checks_table, display_name
+    from mindwatch.tools.compare import changes_table, checks_lines, display_name
     from mindwatch.tools.compare.facts import FACTS
 
     console = Console(highlight=False, markup=False, emoji=False)
@@ -813,7 +813,8 @@ def _print_comparison(
         click.echo(_("warning: the run differs from its baseline in {what}:").format(what=shown))
         _echo_table(console, changes_table(changed))
         click.echo("")
-    _echo_table(console, checks_table(checks))
+    width = console.width if console.is_terminal else None
+    click.echo("\n".join(checks_lines(checks, width)))
     if len(bases) == 1:
         click.echo(_("noise: each statistic's standard error in the one baseline run"))
     else:

@@ -14,7 +14,7 @@ from mindwatch.tools.compare.facts import Change, changes
 from mindwatch.tools.compare.gate import (
     RunData,
     changes_table,
-    checks_table,
+    checks_lines,
     display_name,
     load_run,
     load_runs,
@@ -32,7 +32,7 @@ __all__ = [
     "baselines_dir",
     "changes",
     "changes_table",
-    "checks_table",
+    "checks_lines",
     "compare_runs",
     "display_name",
     "load_run",

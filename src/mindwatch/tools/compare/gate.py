@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "RunData",
     "changes_table",
-    "checks_table",
+    "checks_lines",
     "display_name",
     "load_run",
     "load_runs",
@@ -227,14 +227,21 @@ def display_name(name: str) -> str:
     return name  # eval/<metric>: a tag
 
 
-def checks_table(checks: Sequence[Check]) -> Any:
-    """The checks as a rich table: check, baseline, run, change, limit, result, detail."""
+def checks_lines(checks: Sequence[Check], width: Optional[int] = None) -> list[str]:
+    """The checks as text: a table of check, baseline, run, change, limit and result, one
+    line per check, each followed by its detail (statistic and what set the limit),
+    indented and wrapped to ``width`` (None: not wrapped, as for a log file)."""
+    from rich.console import Console
+    from rich.padding import Padding
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False)
-    headings = (_("check"), _("baseline"), _("run"), _("change"), _("limit"), _("result"), "")
+    headings = (_("check"), _("baseline"), _("run"), _("change"), _("limit"), _("result"))
     for i, column in enumerate(headings):
-        table.add_column(column, justify="right" if i in (1, 2) else "left")
+        table.add_column(
+            column, justify="right" if i in (1, 2) else "left", no_wrap=True, overflow="ellipsis"
+        )
     words = {"ok": _("ok"), "regression": _("REGRESSION"), "skipped": _("skipped")}
     for check in checks:
         change = "-" if check.change is None else f"{check.change:+.1%}"
@@ -245,9 +252,24 @@ def checks_table(checks: Sequence[Check]) -> Any:
             change,
             _number(check.limit),
             words[check.status],
-            check.detail,
         )
-    return table
+    console = Console(width=width or 1000, highlight=False, markup=False, emoji=False)
+    with console.capture() as captured:
+        console.print(table)
+    rows = [line.rstrip() for line in captured.get().splitlines()]
+    lines = rows[:1]
+    for row, check in zip(rows[1:], checks):
+        lines.append(row)
+        if not check.detail:
+            continue
+        if width is None:
+            lines.append("    " + check.detail)
+            continue
+        # rich wraps by display width: a Chinese character takes two columns
+        with console.capture() as captured:
+            console.print(Padding(Text(check.detail), (0, 0, 0, 4)))
+        lines += [line.rstrip() for line in captured.get().splitlines()]
+    return lines
 
 
 def _value(value: Any) -> str:

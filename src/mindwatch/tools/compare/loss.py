@@ -200,7 +200,11 @@ def matched_loss(
     excess, i, ref, got, noise, set_by = worst
     floor = abs(ref) * tol.loss_rtol + tol.loss_atol
     band = allowed(ref, floor, noise, sigmas)[0]
-    where = f"{tol.align} {positions[i]:,.0f}"
+    where = {
+        "step": _("step {position:,.0f}"),
+        "samples": _("{position:,.0f} samples"),
+        "tokens": _("{position:,.0f} tokens"),
+    }[tol.align].format(position=positions[i])
     statistic = _("mean of the stretch before {position}").format(position=where)
     why = limit_reason(set_by, noise, sigmas, relative=False)
     detail = _("worst of {count} positions: {position}; {why}").format(
