@@ -14,6 +14,7 @@ from typing import Any, Optional
 import click
 
 from mindwatch._version import __version__
+from mindwatch.common.invocation import command_line
 from mindwatch.common.redact import redact_text
 from mindwatch.tools import runs as runtools
 
@@ -310,13 +311,13 @@ def report_command(
         if run.facts.get("mixed_runs"):
             click.echo(
                 f"warning: {run.name}: {run.facts['mixed_runs']}; its numbers mix them "
-                "(mindwatch doctor shows how to split the folder)",
+                f"(`{command_line('doctor', run.folder)}` shows how to split the folder)",
                 err=True,
             )
         if run.facts.get("missing_steps"):
             click.echo(
                 f"warning: {run.name}: {run.facts['missing_steps']}; the report shows what "
-                f"they hold (`mindwatch doctor {run.folder}` says why)",
+                f"they hold (`{command_line('doctor', run.folder)}` says why)",
                 err=True,
             )
     try:

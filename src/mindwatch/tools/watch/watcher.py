@@ -44,6 +44,7 @@ from typing import Callable, Optional, Protocol
 from mindwatch.alerts.engine import RuleEngine
 from mindwatch.alerts.model import Alert, likely_causes
 from mindwatch.common.i18n import _, set_language
+from mindwatch.common.invocation import command_line
 from mindwatch.common.waits import wait_seconds
 from mindwatch.config import AlertSettings
 from mindwatch.events.mixing import mixed_runs
@@ -254,7 +255,7 @@ class Watcher:
         if gap is not None:
             self.on_notice(
                 f"mindwatch watch: {run.engine.run}: {gap.describe()}; the rules saw what "
-                f"they hold (`mindwatch doctor {run.folder}` says why)"
+                f"they hold (`{command_line('doctor', run.folder)}` says why)"
             )
 
     def _observe(self, run: _Run, step: int, values: dict[str, float], wall: float) -> list[Alert]:
