@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
+from mindwatch.common.i18n import ngettext
 from mindwatch.common.invocation import command_line
 from mindwatch.events.contents import shows_something
 from mindwatch.run.ranks import rank_of_run
@@ -264,9 +265,14 @@ def run_count(runs: list[str], *, ranks: bool) -> str:
     filtered out (``ranks`` off) how many and how to bring them back."""
     per_rank = [run for run in runs if rank_of_run(run) is not None]
     shown = len(runs) - (0 if ranks else len(per_rank))
-    count = f"{shown} run{'s' * (shown != 1)}"
+    count = ngettext("{count} run", "{count} runs", shown).format(count=shown)
     if per_rank and not ranks:
-        count += f"; {len(per_rank)} per-rank folders filtered out, --ranks shows them"
+        filtered = ngettext(
+            "{runs}; {count} per-rank folder filtered out, --ranks shows it",
+            "{runs}; {count} per-rank folders filtered out, --ranks shows them",
+            len(per_rank),
+        )
+        count = filtered.format(runs=count, count=len(per_rank))
     return count
 
 

@@ -7,6 +7,6 @@ verdict, what was found, and the fix.
 """
 
 from mindwatch.tools.doctor.checks import diagnose
-from mindwatch.tools.doctor.findings import Finding, Verdict
+from mindwatch.tools.doctor.findings import VERDICTS, Finding, Verdict
 
-__all__ = ["Finding", "Verdict", "diagnose"]
+__all__ = ["VERDICTS", "Finding", "Verdict", "diagnose"]
