@@ -420,3 +420,17 @@ def test_a_run_on_another_host_is_judged_by_its_files(tmp_path: Path) -> None:
     assert [(r["status"], r["active"]) for r in listing(root)[1]] == [("running", True)]
     age(run, runtools.STALE_SECS * 2)
     assert [(r["status"], r["active"]) for r in listing(root)[1]] == [("stale", False)]
+
+
+def test_the_summary_is_chinese_under_a_chinese_locale(
+    three_old_runs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANGUAGE", "zh_CN")
+    dry = invoke(str(three_old_runs), "--keep", "1")
+    assert dry.exit_code == 1, dry.output
+    lines = dry.output.splitlines()
+    assert lines[-2].startswith("3 个运行，")
+    assert lines[-1].startswith("将删除 2 个运行，释放 ")
+    assert lines[-1].endswith("。加上 --yes 即执行删除。")
+    done = invoke(str(three_old_runs), "--keep", "1", "--yes")
+    assert done.output.splitlines()[-1].startswith("已删除 2 个运行，释放 ")
