@@ -1,5 +1,6 @@
 """What `pip install` builds from pyproject.toml and setup.py: metadata with no
-deprecation warnings, a wheel with the compiled message catalogues."""
+deprecation warnings, a wheel with the compiled message catalogues and the vendored
+plotly.js."""
 
 from __future__ import annotations
 
@@ -60,6 +61,16 @@ def test_the_licence_is_an_spdx_expression_with_its_file(
     assert not [c for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
 
 
+def test_the_report_needs_no_plotly_package(
+    metadata: tuple[email.message.Message, str],
+) -> None:
+    """plotly.js is vendored: the Python package is for the tests only (dev extra)."""
+    meta, _ = metadata
+    needs = [r for r in meta.get_all("Requires-Dist") or [] if r.startswith("plotly")]
+    assert needs  # in the dev and bench extras
+    assert all("extra ==" in r for r in needs), needs
+
+
 def test_the_mindspore_extra_brings_numpy_1(
     metadata: tuple[email.message.Message, str],
 ) -> None:
@@ -97,4 +108,10 @@ def test_the_wheel_carries_the_compiled_chinese_catalogue(tmp_path: Path) -> Non
         names = archive.namelist()
         assert "mindwatch/locale/zh/LC_MESSAGES/mindwatch.po" in names
         mo = archive.read("mindwatch/locale/zh/LC_MESSAGES/mindwatch.mo")
+        # the HTML report's plotly.js, with its licence and version note: a report
+        # written by an installed mindwatch fetches nothing
+        vendor = ROOT / "src/mindwatch/tools/report/vendor"
+        for name in ("plotly-cartesian.min.js", "LICENSE-plotly.js.txt", "README.md"):
+            carried = archive.read(f"mindwatch/tools/report/vendor/{name}")
+            assert carried == (vendor / name).read_bytes(), name
     assert gettext.GNUTranslations(io.BytesIO(mo)).gettext("critical") == "严重"

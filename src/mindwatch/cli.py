@@ -678,9 +678,11 @@ def doctor_command(
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option(
     "--baseline",
-    required=True,
+    "baselines",
+    multiple=True,
     type=click.Path(path_type=Path),
-    help="The run folder to compare against.",
+    help="A baseline run folder, a folder of baseline runs, or a saved baseline's name. "
+    "Repeat for several runs of the job (their spread is the run-to-run noise).",
 )
 @click.option(
     "--tolerances",
@@ -696,12 +698,12 @@ def doctor_command(
 @click.option(
     "--loss-sigmas",
     type=float,
-    help="Loss rise allowed in units of the runs' measured loss noise; 0: off [2].",
+    help="Loss rise allowed, in standard errors of the difference between runs; 0: off [3.5].",
 )
 @click.option(
     "--perf-sigmas",
     type=float,
-    help="Throughput/step time change allowed in units of their measured jitter; 0: off [3].",
+    help="Throughput/step time change allowed, in standard errors; 0: off [3.5].",
 )
 @click.option(
     "--align",
@@ -714,55 +716,166 @@ def doctor_command(
     type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
     help="Also write the result as JSON to this file ('-': stdout, instead of the table).",
 )
+@click.option(
+    "--junit-xml",
+    "junit_out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the result as JUnit XML (one test case per check) to this file.",
+)
+@click.option(
+    "--save-baseline",
+    "save_name",
+    metavar="NAME",
+    help="Store RUN as a run of the baseline NAME (after the comparison, if it passes).",
+)
+@click.option(
+    "--baselines-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where named baselines live [$MINDWATCH_BASELINES, else ./baselines].",
+)
+@click.option(
+    "--keep",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Runs a saved baseline keeps (the newest).",
+)
 @click.pass_context
 def compare_command(
     ctx: click.Context,
     /,
     *,
     run: Path,
-    baseline: Path,
+    baselines: tuple[Path, ...],
     tolerances_file: Optional[Path],
     json_out: Optional[Path],
+    junit_out: Optional[Path],
+    save_name: Optional[str],
+    baselines_dir: Optional[Path],
+    keep: int,
     **flags: Any,
 ) -> None:
-    """Compare RUN with a baseline run: a regression gate for CI.
+    """Compare RUN with one or more baseline runs: a regression gate for CI.
 
     Checks the final loss, the loss at matched steps, eval metrics, throughput and step
     time. A change fails only when it is larger than both its tolerance and the noise
-    measured in the two runs, so a new seed or a jittery machine passes and a real
-    regression fails (see docs/compare.md). Exit status: 0 within tolerance,
-    1 regression found, 2 bad input.
+    of the compared statistic between two runs of the job: the baselines' spread, or
+    with one baseline the statistic's own standard error (see docs/compare.md). Exit
+    status: 0 within tolerance, 1 regression found, 2 bad input.
     """
+    from mindwatch.common.i18n import _
+    from mindwatch.tools import compare as cmp
+
+    if not baselines and save_name is None:
+        raise click.UsageError(_("give --baseline (or --save-baseline NAME to record one)"))
+    folder = cmp.baselines_dir(baselines_dir)
+    passed = True
+    try:
+        tol = cmp.load_tolerances(tolerances_file, flags)
+        subject = cmp.load_run(run)
+        if baselines:
+            bases = [b for given in baselines for b in cmp.load_runs(cmp.resolve(given, folder))]
+            checks = cmp.compare_runs(subject.frame, [b.frame for b in bases], tol)
+            changed = cmp.changes(subject.facts, [b.facts for b in bases])
+            result = cmp.report_json(checks, tol, subject, bases, changed)
+            passed = bool(result["passed"])
+            _write_compare_outputs(
+                result, checks, subject, bases, json_out=json_out, junit_out=junit_out
+            )
+            if json_out is None or str(json_out) != "-":
+                _print_comparison(checks, changed, bases, passed=passed)
+        if save_name is not None:
+            _save_baseline(subject.folder, save_name, folder, keep, passed=passed)
+    except cmp.CompareError as exc:
+        raise InputError(str(exc)) from exc
+    ctx.exit(0 if passed else 1)
+
+
+def _write_compare_outputs(
+    result: dict[str, Any],
+    checks: list[Any],
+    /,
+    run: Any,
+    bases: list[Any],
+    *,
+    json_out: Optional[Path],
+    junit_out: Optional[Path],
+) -> None:
     from mindwatch.tools import compare as cmp
 
     try:
-        tol = cmp.load_tolerances(tolerances_file, flags)
-    except cmp.CompareError as exc:
-        raise InputError(str(exc)) from exc
-    try:
-        checks = cmp.compare_runs(cmp.load_run(run), cmp.load_run(baseline), tol)
-    except cmp.CompareError as exc:
-        raise InputError(str(exc)) from exc
-    result = cmp.report_json(checks, tol, run, baseline)
-    if json_out is not None:
-        text = json.dumps(result, indent=2)
-        if str(json_out) == "-":
-            click.echo(text)
-        else:
-            json_out.write_text(text + "\n", encoding="utf-8")
-    if json_out is None or str(json_out) != "-":
-        _print_checks(checks, passed=result["passed"])
-    ctx.exit(0 if result["passed"] else 1)
+        if json_out is not None:
+            text = json.dumps(result, indent=2, ensure_ascii=False)
+            if str(json_out) == "-":
+                click.echo(text)
+            else:
+                json_out.write_text(text + "\n", encoding="utf-8")
+        if junit_out is not None:
+            junit_out.write_bytes(cmp.report_junit(checks, run, bases))
+    except OSError as exc:
+        raise InputError(f"cannot write the result: {exc}") from exc
 
 
-def _print_checks(checks: list[Any], *, passed: bool) -> None:
+def _save_baseline(run: Path, name: str, folder: Path, keep: int, *, passed: bool) -> None:
+    from mindwatch.common.i18n import _, ngettext
+    from mindwatch.tools import compare as cmp
+
+    if not passed:
+        click.echo(_("not saved as baseline '{name}': the run has regressions").format(name=name))
+        return
+    saved = cmp.save(run, name, folder, keep=keep)
+    count = len(saved.runs)
+    click.echo(
+        ngettext(
+            "saved as baseline '{name}' in {folder} ({count} run)",
+            "saved as baseline '{name}' in {folder} ({count} runs)",
+            count,
+        ).format(name=name, folder=folder / name, count=count)
+    )
+    for old in saved.removed:
+        click.echo("  " + _("dropped the oldest: {run}").format(run=old.name))
+
+
+def _print_comparison(
+    checks: list[Any], changed: list[Any], bases: list[Any], *, passed: bool
+) -> None:
     from rich.console import Console
 
-    from mindwatch.tools.compare import checks_table
+    from mindwatch.common.i18n import _, ngettext
+    from mindwatch.tools.compare import changes_table, checks_table, display_name
+    from mindwatch.tools.compare.facts import FACTS
 
-    _echo_table(Console(highlight=False, markup=False, emoji=False), checks_table(checks))
-    bad = [c.name for c in checks if c.status == "regression"]
-    click.echo("within tolerance" if passed else f"regression: {', '.join(bad)}")
+    console = Console(highlight=False, markup=False, emoji=False)
+    facts = [c for c in changed if c.kind == "fact"]
+    if changed:
+        labels = dict(FACTS)
+        shown = ", ".join(_(labels[c.key]) for c in facts) or _("its config")
+        click.echo(_("warning: the run differs from its baseline in {what}:").format(what=shown))
+        _echo_table(console, changes_table(changed))
+        click.echo("")
+    _echo_table(console, checks_table(checks))
+    if len(bases) == 1:
+        click.echo(_("noise: each statistic's standard error in the one baseline run"))
+    else:
+        click.echo(
+            ngettext(
+                "noise: the spread of {count} baseline run",
+                "noise: the spread of {count} baseline runs",
+                len(bases),
+            ).format(count=len(bases))
+        )
+    bad = [display_name(c.name) for c in checks if c.status == "regression"]
+    click.echo(
+        _("within tolerance") if passed else _("regression: {checks}").format(checks=", ".join(bad))
+    )
+    if not passed and len(bases) == 1 and any(c.kind == "config" for c in changed):
+        click.echo(
+            _(
+                "note: one baseline measures sampling noise only. Runs that differ in "
+                "config (another seed) also differ by their trajectories: compare with "
+                "several baseline runs (--baseline A --baseline B ...)."
+            )
+        )
 
 
 def _echo_table(console: Any, table: Any) -> None:

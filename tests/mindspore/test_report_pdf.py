@@ -123,3 +123,16 @@ def test_two_runs_in_chinese(pdftoppm: str, demo_runs: Path, tmp_path: Path) -> 
     last = text(pdf, pages).strip().splitlines()[-1]
     assert f"第 {pages} 页，共 {pages} 页" in last
     assert demo_runs.name in last  # several runs: the folder names the report
+
+
+def test_every_table_cell_holds_its_text(demo_runs: Path, tmp_path: Path) -> None:
+    """The demo's report (one run, then both) read back with pdfplumber: no text runs
+    out of its cell or over its neighbour (tests/tools/report/pdf_cells.py)."""
+    pytest.importorskip("pdfplumber")
+    from tests.tools.report.pdf_cells import problems
+
+    run = sorted(demo_runs.iterdir())[0]
+    for logdir, lang in ((run, "en"), (demo_runs, "en"), (demo_runs, "zh")):
+        cells, found = problems(report(logdir, tmp_path / f"{logdir.name}-{lang}", "--lang", lang))
+        assert cells >= 40  # the summary and the hyperparameters: the check saw tables
+        assert found == [], "\n".join(found[:20])

@@ -66,8 +66,18 @@ def main() -> None:
     schedule = WarmupCosineLR(lr, warmup=max(args.steps // 10, 1), total=args.steps)
     optimizer = nn.Momentum(net.trainable_params(), learning_rate=schedule, momentum=0.9)
     train_cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss_fn), optimizer)
+    # The demo's hparams, so that `compare`'s "what changed" names only the planted fault.
+    hparams = {
+        "model": "mlp-64-128-128-10",
+        "base_lr": lr,
+        "warmup_steps": max(args.steps // 10, 1),
+        "momentum": 0.9,
+        "seed": args.seed,
+    }
+    if args.slow_ms:
+        hparams["data_delay_ms"] = args.slow_ms
     monitor = TrainingMonitor(
-        {"logdir": args.run_dir, "print_every": 0, "hparams": {"base_lr": lr}},
+        {"logdir": args.run_dir, "print_every": 0, "hparams": hparams},
         eval_dataset=make_dataset(512, BATCH, args.seed + 1),
         eval_every=100,
     )

@@ -98,6 +98,19 @@ def test_the_pdf_gets_pages_of_anomalies(run: Path, tmp_path: Path) -> None:
     assert heatmaps[0].get_yticklabels()[0].get_text() == LONG
 
 
+def test_the_anomaly_tables_keep_their_text_in_their_cells(run: Path, tmp_path: Path) -> None:
+    """The stories' tables have many narrow columns and a long layer name: read back
+    with pdfplumber, nothing leaves its cell or the page (tests/tools/report/pdf_cells.py)."""
+    pytest.importorskip("pdfplumber")
+    from tests.tools.report.pdf_cells import problems
+
+    for lang in ("en", "zh"):
+        out = report(run, tmp_path / lang, "--format", "pdf", "--lang", lang)
+        cells, found = problems(out / "report.pdf")
+        assert cells > 40
+        assert found == [], "\n".join(found[:20])
+
+
 def test_the_anomalies_in_chinese(run: Path, tmp_path: Path) -> None:
     out = report(run, tmp_path / "out", "--format", "html", "--lang", "zh")
     part = section((out / "report.html").read_text(encoding="utf-8"), "异常")

@@ -52,6 +52,26 @@ def test_one_file_with_inline_scripts_and_escaped_names(interactive: Path) -> No
     assert labels == ["x: step", "x: samples", "x: time", "raw values", "eval and alerts"]
 
 
+def _drawn_points(spec: dict[str, Any]) -> int:
+    return sum(len(trace.get("x") or []) for trace in spec["data"])
+
+
+def test_the_html_stays_within_its_size_budget(interactive: Path) -> None:
+    """docs/report.md's budget: the vendored plotly.js, a page of at most 16 KB, and at
+    most 100 bytes per drawn point (drawn points are capped per curve: a million-point
+    run draws ~17,000)."""
+    from mindwatch.tools.report.plot import plotly_js
+
+    html = interactive.read_text(encoding="utf-8")
+    bundle = plotly_js()
+    assert html.count(bundle) == 1  # the vendored bundle, inlined once
+    assert len(bundle.encode()) < 1_600_000  # the cartesian bundle, not the full 4.8 MB
+    drawn = sum(_drawn_points(spec) for spec in _specs(html))
+    assert drawn > 1000  # 2 runs x 400 steps: the curves are in the file
+    page = len(html.encode()) - len(bundle.encode())
+    assert page <= 16_000 + 100 * drawn, (page, drawn)
+
+
 def test_the_comparison_table_marks_the_best_value(interactive: Path) -> None:
     html = interactive.read_text()
     table = html[html.index('<table class="compare">') :]
@@ -143,6 +163,58 @@ def test_offline_in_chromium_hover_and_zoom(
         )
         assert shown[0] == pytest.approx(400 * 30, rel=0.1)  # ~1,000 samples/s x 30 ms
         assert shown[1] == ["samples seen"]
+        errors = [e for e in page.console() if e.get("level") in ("SEVERE", "WARNING")]
+        assert errors == []
+
+
+@pytest.mark.slow
+def test_every_chart_draws_with_the_vendored_bundle(
+    chromium: str, interactive: Path, tmp_path: Path
+) -> None:
+    """The page runs the vendored partial bundle (not the full plotly.js), which knows
+    every trace type the report draws; each chart draws its own kind of marks (the
+    gradient norm's boxes, the layers' bars) and a legend click hides a run."""
+    from mindwatch.tools.report.plot import PLOTLY_JS_VERSION
+
+    with browser(tmp_path / "profile", width=1200, height=900, offline=True) as page:
+        page.get(interactive.as_uri())
+        page.wait_for("return document.querySelectorAll('#plot-layers .main-svg').length > 0")
+        assert page.run("return Plotly.version") == PLOTLY_JS_VERSION
+        traces = page.run("return Object.keys(Plotly.PlotSchema.get().traces)")
+        assert {"scatter", "bar", "box", "heatmap"} <= set(traces)
+        assert "scattergeo" not in traces  # no maps, no 3-D
+        assert "scatter3d" not in traces
+        boxes = page.run(
+            "return document.querySelectorAll('#plot-grad_spread .boxlayer path').length"
+        )
+        assert boxes >= 2  # a box per run
+        bars = page.run("return document.querySelectorAll('#plot-layers .bars path').length")
+        assert bars >= 4  # two layers x two runs
+        # the legend: a click on a run's entry hides its curves
+        page.run("document.getElementById('plot-timeline').scrollIntoView()")
+        hidden = page.run(
+            "const gd = document.getElementById('plot-timeline');"
+            "const item = [...gd.querySelectorAll('.legend .traces')]"
+            ".find(e => e.textContent === 'candidate');"
+            "const box = item.querySelector('.legendtoggle').getBoundingClientRect();"
+            "return [box.left + box.width / 2, box.top + box.height / 2];"
+        )
+        page.pointer(
+            ("down", int(hidden[0]), int(hidden[1])), ("up", int(hidden[0]), int(hidden[1]))
+        )
+        states = page.wait_for(
+            "const gd = document.getElementById('plot-timeline');"
+            "const of = gd.data.filter(t => t.legendgroup === 'run1' && t.customdata);"
+            "return of.length && of.every(t => t.visible === 'legendonly') && of.length;",
+            timeout=20,
+        )
+        assert states >= 3  # its smoothed loss, gradient norm, throughput...
+        shown = page.run(
+            "return document.getElementById('plot-timeline').data"
+            ".filter(t => t.legendgroup === 'run0' && t.customdata).map(t => t.visible)"
+        )
+        assert shown
+        assert all(v in (None, True) for v in shown)
         errors = [e for e in page.console() if e.get("level") in ("SEVERE", "WARNING")]
         assert errors == []
 

@@ -1,21 +1,23 @@
-"""What ``mindwatch compare`` reads and prints around its checks (:mod:`.checks`): the
-two runs, the tolerances from flags and a YAML file, and the result as a table or JSON.
-A change fails only when it exceeds both its tolerance and the noise measured in the
-runs. Exit status: 0 within tolerance, 1 regression found, 2 bad input.
+"""What ``mindwatch compare`` reads and writes around its checks (:mod:`.checks`): the
+run and its baselines, the tolerances from flags and a YAML file, and the result as a
+table, JSON or JUnit XML. Exit status: 0 within tolerance, 1 regression found, 2 bad
+input.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from mindwatch.common.i18n import _
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.run.record import read_run_info
 from mindwatch.tools.compare.checks import Check, CompareError, Tolerances
+from mindwatch.tools.compare.facts import Change, facts
 from mindwatch.tools.completeness import held_steps, steps_gap
 
 if TYPE_CHECKING:
@@ -23,11 +25,64 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["checks_table", "load_run", "load_tolerances", "report_json"]
+__all__ = [
+    "RunData",
+    "changes_table",
+    "checks_table",
+    "display_name",
+    "load_run",
+    "load_runs",
+    "load_tolerances",
+    "report_json",
+    "report_junit",
+]
 
 
-def load_run(folder: Path) -> pd.DataFrame:
-    """The scalars of the run in ``folder`` (its own events, not its rank_<r>/ sub-runs)."""
+@dataclass(frozen=True)
+class RunData:
+    """One run: its folder, its scalars and its facts (:func:`.facts.facts`)."""
+
+    folder: Path
+    frame: pd.DataFrame = field(repr=False)
+    facts: dict[str, Any] = field(repr=False)
+
+
+def _top_runs(names: Sequence[str]) -> list[str]:
+    """The run names that are not a sub-run (``rank_<r>/``, ...) of another listed run."""
+    listed = set(names)
+
+    def inside_another(name: str) -> bool:
+        parts = Path(name).parts
+        return any(str(Path(*parts[:i])) in listed for i in range(1, len(parts)))
+
+    return [n for n in names if not inside_another(n)]
+
+
+def _one(folder: Path, frame: pd.DataFrame, name: str) -> RunData:
+    where = folder if name == "." else folder / name
+    mixed = mixed_runs(where)
+    if mixed is not None:  # a gate on two runs' mixed points would pass or fail by chance
+        raise CompareError(
+            f"'{mixed.folder}': {mixed.describe()}. Compare one run, not their mix; "
+            "to split the folder: " + "; ".join(mixed.split_commands())
+        )
+    chosen: pd.DataFrame = frame[frame["run"] == name]
+    record = read_run_info(where)
+    gap = steps_gap(record, *held_steps(chosen["tag"], chosen["step"]))
+    if gap is not None:  # a gate on part of a run: say so, and compare what is there
+        log.warning(
+            "mindwatch: %s: %s; the comparison uses what they hold "
+            "(`mindwatch doctor %s` says why)",
+            where,
+            gap.describe(),
+            where,
+        )
+    return RunData(where, chosen, facts(record))
+
+
+def load_runs(folder: Path) -> list[RunData]:
+    """The run in ``folder`` (its own events, not its ``rank_<r>/`` sub-runs), or, for a
+    folder of runs, each of them (a set of baselines)."""
     from mindwatch.tools.tables import read_scalars
 
     if not folder.is_dir():
@@ -36,48 +91,96 @@ def load_run(folder: Path) -> pd.DataFrame:
     runs = sorted(set(frame["run"]))
     if not runs:
         raise CompareError(f"no TensorBoard event files below '{folder}'")
-    if "." in runs or len(runs) == 1:
-        name = "." if "." in runs else runs[0]
-        mixed = mixed_runs(folder if name == "." else folder / name)
-        if mixed is not None:  # a gate on two runs' mixed points would pass or fail by chance
-            raise CompareError(
-                f"'{mixed.folder}': {mixed.describe()}. Compare one run, not their mix; "
-                "to split the folder: " + "; ".join(mixed.split_commands())
-            )
-        chosen: pd.DataFrame = frame[frame["run"] == name]
-        where = folder if name == "." else folder / name
-        gap = steps_gap(read_run_info(where), *held_steps(chosen["tag"], chosen["step"]))
-        if gap is not None:  # a gate on part of a run: say so, and compare what is there
-            log.warning(
-                "mindwatch: %s: %s; the comparison uses what they hold "
-                "(`mindwatch doctor %s` says why)",
-                where,
-                gap.describe(),
-                where,
-            )
-        return chosen
-    raise CompareError(
-        f"'{folder}' holds {len(runs)} runs ({', '.join(runs[:5])}...); pass one of them"
-    )
+    if "." in runs:
+        return [_one(folder, frame, ".")]
+    return [_one(folder, frame, name) for name in _top_runs(runs)]
 
 
-def report_json(checks: list[Check], tol: Tolerances, run: Path, baseline: Path) -> dict[str, Any]:
-    """The machine-readable result (``--json``)."""
+def load_run(folder: Path) -> RunData:
+    """The one run in ``folder``."""
+    runs = load_runs(folder)
+    if len(runs) > 1:
+        names = ", ".join(r.folder.name for r in runs[:5])
+        raise CompareError(
+            f"'{folder}' holds {len(runs)} runs ({names}{'...' if len(runs) > 5 else ''}); "
+            "pass one of them"
+        )
+    return runs[0]
 
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return str(value)  # "nan", "inf": JSON has no such numbers
-        return value
 
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "nan", "inf": JSON has no such numbers
+    return value
+
+
+def report_json(
+    checks: Sequence[Check],
+    tol: Tolerances,
+    run: RunData,
+    baselines: Sequence[RunData],
+    changed: Sequence[Change] = (),
+) -> dict[str, Any]:
+    """The machine-readable result (``--json``): one entry per check with its
+    statistic, value per side, noise (standard error of the difference), what set the
+    limit, the limit and the verdict."""
     return {
-        "run": str(run),
-        "baseline": str(baseline),
+        "run": str(run.folder),
+        "baseline": str(baselines[0].folder) if len(baselines) == 1 else None,
+        "baselines": [str(b.folder) for b in baselines],
         "passed": not any(c.status == "regression" for c in checks),
         "tolerances": tol.model_dump(),
+        "facts": {
+            "run": {k: v for k, v in run.facts.items() if k != "config"},
+            "baselines": [{k: v for k, v in b.facts.items() if k != "config"} for b in baselines],
+        },
+        "changes": [c.to_dict() for c in changed],
         "checks": [
-            {k: clean(v) for k, v in {**asdict(c), "change": c.change}.items()} for c in checks
+            {k: _clean(v) for k, v in {**asdict(c), "change": c.change}.items()} for c in checks
         ],
     }
+
+
+def report_junit(checks: Sequence[Check], run: RunData, baselines: Sequence[RunData]) -> bytes:
+    """The result as JUnit XML: one test suite, one test case per check; a regression is
+    a failure, a skipped check skipped. What CI systems (GitLab, Jenkins, GitHub
+    reporters) render as a test report."""
+    from xml.etree import ElementTree as ET
+
+    failures = sum(c.status == "regression" for c in checks)
+    skipped = sum(c.status == "skipped" for c in checks)
+    suites = ET.Element("testsuites", tests=str(len(checks)), failures=str(failures))
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="mindwatch compare",
+        tests=str(len(checks)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+    )
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="run", value=str(run.folder))
+    for base in baselines:
+        ET.SubElement(properties, "property", name="baseline", value=str(base.folder))
+    for check in checks:
+        case = ET.SubElement(
+            suite, "testcase", name=check.name, classname="mindwatch.compare", time="0"
+        )
+        summary = (
+            f"baseline {_number(check.baseline)}, run {_number(check.run)}, "
+            f"limit {_number(check.limit)}; {check.detail}"
+        )
+        if check.status == "regression":
+            failure = ET.SubElement(case, "failure", message=summary, type="regression")
+            failure.text = summary
+        elif check.status == "skipped":
+            ET.SubElement(case, "skipped", message=check.detail)
+        else:
+            ET.SubElement(case, "system-out").text = summary
+    ET.indent(suites)
+    body: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return body + b"\n"
 
 
 def load_tolerances(file: Optional[Path], flags: Mapping[str, Any]) -> Tolerances:
@@ -102,26 +205,68 @@ def load_tolerances(file: Optional[Path], flags: Mapping[str, Any]) -> Tolerance
         raise CompareError(f"bad tolerances: {problems} (known keys: {known})") from exc
 
 
-def checks_table(checks: list[Check]) -> Any:
+def _number(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.5g}"
+
+
+def display_name(name: str) -> str:
+    """A check's name as the table shows it (translated; JSON and JUnit keep the name)."""
+    if name == "final loss":
+        return _("final loss")
+    matched = {
+        "loss at matched step": _("loss at matched step"),
+        "loss at matched samples": _("loss at matched samples"),
+        "loss at matched tokens": _("loss at matched tokens"),
+    }
+    if name in matched:
+        return matched[name]
+    if name.startswith("throughput"):
+        return _("throughput") + name[len("throughput") :]
+    if name == "step time (ms)":
+        return _("step time (ms)")
+    return name  # eval/<metric>: a tag
+
+
+def checks_table(checks: Sequence[Check]) -> Any:
     """The checks as a rich table: check, baseline, run, change, limit, result, detail."""
     from rich.table import Table
 
-    def number(value: Optional[float]) -> str:
-        return "-" if value is None else f"{value:.5g}"
-
     table = Table(box=None, pad_edge=False)
-    for column in ("check", "baseline", "run", "change", "limit", "result", ""):
-        table.add_column(column, justify="right" if column in ("baseline", "run") else "left")
+    headings = (_("check"), _("baseline"), _("run"), _("change"), _("limit"), _("result"), "")
+    for i, column in enumerate(headings):
+        table.add_column(column, justify="right" if i in (1, 2) else "left")
+    words = {"ok": _("ok"), "regression": _("REGRESSION"), "skipped": _("skipped")}
     for check in checks:
         change = "-" if check.change is None else f"{check.change:+.1%}"
-        result = {"ok": "ok", "regression": "REGRESSION", "skipped": "skipped"}[check.status]
         table.add_row(
-            check.name,
-            number(check.baseline),
-            number(check.run),
+            display_name(check.name),
+            _number(check.baseline),
+            _number(check.run),
             change,
-            number(check.limit),
-            result,
+            _number(check.limit),
+            words[check.status],
             check.detail,
         )
+    return table
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"  # 0.0025, not 0.0025000000000000005
+    return _("(not set)") if value is None else str(value)
+
+
+def changes_table(changed: Sequence[Change]) -> Any:
+    """What changed between the baselines and the run: key, baseline value(s), run."""
+    from rich.table import Table
+
+    from mindwatch.tools.compare.facts import FACTS
+
+    labels = dict(FACTS)
+    table = Table(box=None, pad_edge=False)
+    for column in (_("what changed"), _("baseline"), _("run")):
+        table.add_column(column)
+    for change in changed:
+        name = _(labels[change.key]) if change.kind == "fact" else change.key
+        table.add_row(name, ", ".join(_value(v) for v in change.baseline), _value(change.run))
     return table

@@ -126,14 +126,40 @@ def _plot(ax: Any, run: RunSummary, tag: str, i: int, label: str, *, smooth: boo
         ax.plot(steps, values, color=_color(i), linewidth=1.2, label=label)
 
 
+_LEGEND_SIZE = 7.0
+
+
 def legend(ax: Any, runs: Sequence[RunSummary]) -> None:
+    """The runs' legend: beside the plot for many runs (never over the curves), else
+    inside it; a long run name wraps (measured, :mod:`.fit`) to the room beside the
+    plot, or inside it to half the plot's width, never past the figure's edge."""
+    from mindwatch.tools.report.fit import fit_lines
+
     handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return
-    if len(labels) > 3:  # many runs: beside the plot, never over the curves
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    beside = len(labels) > 3
+    box = ax.get_position()
+    width_pt = ax.figure.get_figwidth() * 72
+    # the line sample, the gap after it and the legend's own padding: 2 + 0.8 + 2 x 0.4
+    # font sizes (matplotlib's defaults), a point of slack
+    sample = _LEGEND_SIZE * 3.6 + 1
+    if beside:
+        room = width_pt * (1 - box.x1 - 0.01) - sample - 4
     else:
-        ax.legend(fontsize=7, loc="best")
+        room = width_pt * box.width * 0.5 - sample
+    labels = ["\n".join(fit_lines(label, max(room, 30.0), _LEGEND_SIZE)) for label in labels]
+    if beside:
+        ax.legend(
+            handles,
+            labels,
+            fontsize=_LEGEND_SIZE,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            frameon=False,
+        )
+    else:
+        ax.legend(handles, labels, fontsize=_LEGEND_SIZE, loc="best")
 
 
 def _axes(ax: Any, *, ylabel: str, log: bool = False) -> None:

@@ -19,11 +19,10 @@ half the PDF's time.
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from mindwatch._version import __version__
 from mindwatch.common.i18n import _, get_language
@@ -31,6 +30,8 @@ from mindwatch.tools.explain import wrap
 from mindwatch.tools.report import formatting
 from mindwatch.tools.report.anomalies import draw_heat, heat_caption, run_anomalies
 from mindwatch.tools.report.charts import RATES, STATS, charts, legend, number, style
+from mindwatch.tools.report.fit import NBSP, ellipsize, text_width
+from mindwatch.tools.report.page import A4_INCHES, WIDTH_PT, Page
 from mindwatch.tools.report.ranks import ranks_header, ranks_notes, ranks_rows
 from mindwatch.tools.report.rows import summary_rows
 from mindwatch.tools.report.summary import RunSummary
@@ -38,7 +39,6 @@ from mindwatch.tools.report.tables import comparison_table, shared_hparams
 
 __all__ = ["A4_INCHES", "write_pdf"]
 
-A4_INCHES = (8.27, 11.69)  # 595 x 842 pt
 CHARTS_PER_PAGE = 3
 
 
@@ -53,74 +53,6 @@ def _date(runs: Sequence[RunSummary], created: datetime) -> str:
     return created.strftime("%Y-%m-%d")
 
 
-# ---------------------------------------------------------------- pages
-
-
-class _Page:
-    """An A4 figure with a cursor that tables and charts are placed below."""
-
-    LEFT, RIGHT, TOP, BOTTOM = 0.08, 0.94, 0.95, 0.06
-
-    def __init__(self) -> None:
-        from matplotlib.figure import Figure
-
-        self.fig = Figure(figsize=A4_INCHES)
-        self.y = self.TOP
-
-    def room(self) -> float:
-        return self.y - self.BOTTOM
-
-    def heading(self, text: str, size: float = 12) -> None:
-        self.fig.text(self.LEFT, self.y, text, fontsize=size, va="top", weight="bold")
-        self.y -= size / 72 / A4_INCHES[1] + 0.012
-
-    def line(self, text: str, size: float = 8.5, color: str = "#444444") -> None:
-        self.fig.text(self.LEFT, self.y, text, fontsize=size, va="top", color=color)
-        self.y -= size / 72 / A4_INCHES[1] * 1.5
-
-    def table(
-        self,
-        header: Optional[list[str]],
-        rows: list[list[str]],
-        widths: list[float],
-        bold: Optional[set[tuple[int, int]]] = None,
-        *,
-        left: frozenset[int] = frozenset({0}),
-    ) -> None:
-        """Rows of text cells as a ruled table; ``bold``: (row, column) cells to mark;
-        ``left``: the columns aligned left (the others, numbers, right). A header label
-        may hold a line break (its row is then two lines high)."""
-        row_h = 0.0185
-        header_lines = max((label.count("\n") + 1 for label in header), default=1) if header else 0
-        count = len(rows) + header_lines
-        height = row_h * count
-        from matplotlib.transforms import Bbox
-
-        ax = self.fig.add_axes((self.LEFT, self.y - height, self.RIGHT - self.LEFT, height))
-        ax.set_axis_off()
-        cells = ([header] if header else []) + rows
-        table = ax.table(
-            cellText=cells, colWidths=widths, loc="upper left", bbox=Bbox.from_bounds(0, 0, 1, 1)
-        )
-        table.auto_set_font_size(False)
-        table.set_fontsize(8)
-        for (r, c), cell in table.get_celld().items():
-            cell.set_edgecolor("#cccccc")
-            cell.set_linewidth(0.5)
-            cell.get_text().set_horizontalalignment("left" if c in left else "right")
-            cell.PAD = 0.03
-            if header and r == 0:
-                cell.set_height(cell.get_height() * header_lines)  # the bbox scales rows
-                cell.set_facecolor("#eef2f7")
-                cell.get_text().set_fontsize(7)
-                cell.get_text().set_fontweight("bold")
-            body = r - (1 if header else 0)
-            if bold and (body, c) in bold:
-                cell.get_text().set_fontweight("bold")
-                cell.set_facecolor("#e6f4ea")
-        self.y -= height + 0.025
-
-
 def _two_lines(label: str) -> str:
     """A long column label broken at its middle space (a narrow column's header)."""
     if len(label) < 10 or " " not in label:
@@ -130,9 +62,32 @@ def _two_lines(label: str) -> str:
     return label[:cut] + "\n" + label[cut + 1 :]
 
 
-def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[_Page]:
-    pages = [_Page()]
+def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[Page]:
+    pages = [Page()]
     page = pages[0]
+
+    def new_page() -> Page:
+        pages.append(Page())
+        return pages[-1]
+
+    def place(
+        heading: str,
+        size: float,
+        header: Optional[list[str]],
+        rows: list[list[str]],
+        widths: list[float],
+        **options: Any,
+    ) -> Page:
+        """A heading and its table: on a new page when the table would fit one but not
+        the rest of this one (a table longer than a page starts here and goes on)."""
+        nonlocal page
+        height = page.table_height(header, rows, widths) + 0.04
+        if page.room() < min(height, 0.25):
+            page = new_page()
+        page.heading(heading, size)
+        page = page.table(header, rows, widths, more=new_page, **options)
+        return page
+
     page.heading(_("Training report"), 18)
     page.line(_("Folder: {folder}").format(folder=logdir))
     page.line(
@@ -148,18 +103,20 @@ def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[
         page.line(_("The best value of each column is in bold."), 7.5)
         bold = {(r, c) for c in table.best for r in range(len(table.rows)) if table.is_best(r, c)}
         widths = [0.32] + [0.68 / (len(table.header) - 1)] * (len(table.header) - 1)
-        page.table(table.header, table.rows, widths, bold)
+        page = page.table(table.header, table.rows, widths, bold, more=new_page)
     if shared:
-        page.heading(_("Hyperparameters shared by all runs"), 10)
-        page.table(None, [[k, number(v)] for k, v in sorted(shared.items())], [0.35, 0.65])
+        rows = [[k, number(v)] for k, v in sorted(shared.items())]
+        place(_("Hyperparameters shared by all runs"), 10, None, rows, [0.35, 0.65])
     for run in runs:
         rows = [[label, value] for label, value in summary_rows(run)]
         rows.append([_("alerts"), str(len(run.alerts))])
         speed = run.facts.get("throughput") or {}
         for name, stats in speed.items():
             if isinstance(stats, dict) and stats:  # the others say what was left out
-                shown = ", ".join(
-                    f"{_(STATS.get(str(k), str(k)))} {formatting.metric_value(name, v)}"
+                shown = ", ".join(  # each statistic with its value on one line
+                    f"{_(STATS.get(str(k), str(k)))} {formatting.metric_value(name, v)}".replace(
+                        " ", NBSP
+                    )
                     for k, v in stats.items()
                 )
                 rows.append([_(RATES.get(name, name)), shown])
@@ -167,41 +124,27 @@ def _cover(runs: Sequence[RunSummary], logdir: Path, created: datetime) -> list[
         hparams = sorted(
             (k, v) for k, v in (run.facts.get("hparams") or {}).items() if k not in shared
         )
-        needed = 0.0185 * len(rows) + 0.06
-        if page.room() < needed:
-            page = _Page()
-            pages.append(page)
-        page.heading(_("Run {name}").format(name=run.name), 11)
-        page.table(None, rows, [0.35, 0.65])
+        place(_("Run {name}").format(name=run.name), 11, None, rows, [0.35, 0.65])
         if hparams:
             rows = [[key, number(value)] for key, value in hparams]
-            if page.room() < 0.0185 * len(rows) + 0.06:
-                page = _Page()
-                pages.append(page)
-            page.heading(_("Hyperparameters of this run") if shared else _("Hyperparameters"), 10)
-            page.table(None, rows, [0.35, 0.65])
+            title = _("Hyperparameters of this run") if shared else _("Hyperparameters")
+            place(title, 10, None, rows, [0.35, 0.65])
         ranks = run.facts.get("ranks") or []
         if ranks:
-            rows = ranks_rows(ranks)
-            if page.room() < 0.0185 * (len(rows) + 1) + 0.1:
-                page = _Page()
-                pages.append(page)
-            page.heading(_("Ranks"), 10)
+            header = [_two_lines(label) for label in ranks_header()]
             widths = [0.06, 0.16, 0.07, 0.1, 0.1, 0.13, 0.13, 0.13, 0.12]
-            page.table([_two_lines(label) for label in ranks_header()], rows, widths)
-            for note in ranks_notes(ranks):  # wrapped: a line of the page holds ~130 letters
-                wide = any(ord(c) >= 0x2E80 for c in note)  # CJK letters are twice as wide
-                for part in textwrap.wrap(note, 75 if wide else 150):
-                    page.line(part, 6.5)
+            place(_("Ranks"), 10, header, ranks_rows(ranks), widths)
+            for note in ranks_notes(ranks):  # wrapped to the page's width
+                page.line(note, 6.5)
     return pages
 
 
-def _chart_pages(runs: Sequence[RunSummary]) -> list[_Page]:
-    pages: list[_Page] = []
+def _chart_pages(runs: Sequence[RunSummary]) -> list[Page]:
+    pages: list[Page] = []
     chart_list = charts(runs)
     many = len(runs) > 3
     for start in range(0, len(chart_list), CHARTS_PER_PAGE):
-        page = _Page()
+        page = Page()
         slot = (page.TOP - page.BOTTOM) / CHARTS_PER_PAGE
         for k, (title, draw) in enumerate(chart_list[start : start + CHARTS_PER_PAGE]):
             top = page.TOP - k * slot
@@ -218,22 +161,22 @@ def _chart_pages(runs: Sequence[RunSummary]) -> list[_Page]:
 _MONO = "DejaVu Sans Mono"
 
 
-def _wrapped(page: _Page, text: str, size: float = 8.0, width: int = 120) -> None:
+def _wrapped(page: Page, text: str, size: float = 8.0, width: int = 120) -> None:
     """A paragraph in lines that fit the page (CJK letters counted twice as wide)."""
     for part in wrap(text, width, "", "  "):
         page.line(part, size, "#222222")
 
 
-def _anomaly_pages(runs: Sequence[RunSummary]) -> list[_Page]:
+def _anomaly_pages(runs: Sequence[RunSummary]) -> list[Page]:
     """Each analysed alert's story and its heatmap (:mod:`.anomalies`), pages of their
     own after the charts: a story takes a third to half a page."""
-    pages: list[_Page] = []
-    page: Optional[_Page] = None
+    pages: list[Page] = []
+    page: Optional[Page] = None
 
-    def room(needed: float) -> _Page:
+    def room(needed: float) -> Page:
         nonlocal page
         if page is None or page.room() < needed:
-            page = _Page()
+            page = Page()
             pages.append(page)
             page.heading(_("Anomalies"), 14)
         return page
@@ -259,8 +202,12 @@ def _anomaly_pages(runs: Sequence[RunSummary]) -> list[_Page]:
                     widths = [0.05, 0.07, 0.07, 0.1] + [0.06] * (len(block.header) - 5)
                     widths.append(1.0 - sum(widths))
                     last = frozenset({len(block.header) - 1})
-                    current.table(
-                        list(block.header), [list(r) for r in block.rows], widths, left=last
+                    current = current.table(
+                        list(block.header),
+                        [list(r) for r in block.rows],
+                        widths,
+                        left=last,
+                        more=lambda: room(2.0),  # a page of its own: the rest of the rows
                     )
                     current.y += 0.015
                     if block.text:
@@ -295,12 +242,18 @@ def _anomaly_pages(runs: Sequence[RunSummary]) -> list[_Page]:
     return pages
 
 
-def _footer(page: _Page, left: str, number: int, total: int) -> None:
-    page.fig.text(page.LEFT, 0.025, left, fontsize=7, color="#666666", va="bottom")
+def _footer(page: Page, left: str, number: int, total: int) -> None:
+    """The footer's one line: the report's name (shortened in its middle when it would
+    run into the page number) and "page i of n"."""
+    count = _("page {page} of {pages}").format(page=number, pages=total)
+    room = (page.RIGHT - page.LEFT) * WIDTH_PT - text_width(count, 7) - 12
+    page.fig.text(
+        page.LEFT, 0.025, ellipsize(left, room, 7), fontsize=7, color="#666666", va="bottom"
+    )
     page.fig.text(
         page.RIGHT,
         0.025,
-        _("page {page} of {pages}").format(page=number, pages=total),
+        count,
         fontsize=7,
         color="#666666",
         va="bottom",

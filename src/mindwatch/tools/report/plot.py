@@ -1,10 +1,11 @@
 """The interactive HTML report's building blocks: plotly.js, inlined, nothing fetched.
 
-Why plotly: its Python package (MIT, maintained by Plotly) ships plotly.js and hands it
-over as one string (``plotly.offline.get_plotlyjs``), so the report stays one file that
-works offline; hover values, zoom/pan, legend toggles and linked axes are built in, and
-its JavaScript API (``Plotly.relayout``, the ``plotly_*`` events) is documented. The cost
-is about 4.8 MB of script per report (measured in docs/performance.md).
+Why plotly: hover values, zoom/pan, legend toggles and linked axes are built in, and
+its JavaScript API (``Plotly.relayout``, the ``plotly_*`` events) is documented. The
+report inlines plotly.js's *cartesian* partial bundle (1.5 MB; the full bundle, maps
+and 3-D included, is 4.8 MB), vendored in ``vendor/`` with its licence and version
+(``vendor/README.md``): the trace types the report draws (scatter, bar, box, heatmap)
+and nothing it does not. Sizes and load times: docs/report.md ("Size budget").
 
 The figure is built here as plain JSON (``data``, ``layout``), not through
 ``plotly.graph_objects``: nothing to validate at run time, and ``tests`` check the
@@ -23,7 +24,17 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["FONTS", "PALETTE", "SIDE_LEGEND", "Plot", "color", "numbers", "plotly_js", "text"]
+__all__ = [
+    "FONTS",
+    "PALETTE",
+    "PLOTLY_JS_VERSION",
+    "SIDE_LEGEND",
+    "Plot",
+    "color",
+    "numbers",
+    "plotly_js",
+    "text",
+]
 
 # The page's fonts: the system's UI font, then the CJK fonts of Windows, macOS and Linux
 # desktops for Chinese text (the HTML embeds no font; the PDF does).
@@ -61,11 +72,15 @@ class Plot:
         return json.dumps(self.spec, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
 
 
-def plotly_js() -> str:
-    """plotly.js, minified, from the installed plotly package."""
-    from plotly.offline import get_plotlyjs
+PLOTLY_JS_VERSION = "4.1.1"  # vendor/plotly-cartesian.min.js (vendor/README.md)
+PLOTLY_JS = "plotly-cartesian.min.js"
 
-    text: str = get_plotlyjs()
+
+def plotly_js() -> str:
+    """plotly.js's cartesian bundle, minified, from the package's ``vendor/`` folder."""
+    from importlib.resources import files
+
+    text = (files("mindwatch.tools.report") / "vendor" / PLOTLY_JS).read_text(encoding="utf-8")
     return text.replace("</script", "<\\/script")
 
 

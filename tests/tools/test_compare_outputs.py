@@ -1,0 +1,224 @@
+"""``mindwatch compare``'s outputs for CI and its baselines: JUnit XML read back by a JUnit
+library, the JSON verdict per check, several baselines on the command line or as a
+folder, ``--save-baseline`` and the "what changed" table from the runs' ``run.json``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from examples.compare_jitter import written_run
+from junitparser import Failure, JUnitXml, Skipped
+
+from mindwatch.cli import main
+
+
+def compare(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(main, ["compare", *args], env=env)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("job")
+    runs = {f"seed{s}": written_run(root / f"seed{s}", s, jitter=0.1) for s in range(4)}
+    runs["slow"] = written_run(root / "slow", 9, jitter=0.1, speed=0.6)
+    return runs
+
+
+def test_junit_xml_is_read_by_a_junit_library(job: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "compare.xml"
+    result = compare(str(job["slow"]), "--baseline", str(job["seed0"]), "--junit-xml", str(out))
+    assert result.exit_code == 1, result.output
+    xml = JUnitXml.fromfile(str(out))
+    (suite,) = list(xml)
+    assert suite.name == "mindwatch compare"
+    cases = {case.name: case for case in suite}
+    assert set(cases) == {
+        "final loss",
+        "loss at matched step",
+        "throughput (samples_per_s)",
+        "step time (ms)",
+    }
+    assert suite.tests == 4
+    assert suite.failures == 2
+    failed = {
+        name for name, case in cases.items() if any(isinstance(r, Failure) for r in case.result)
+    }
+    assert failed == {"throughput (samples_per_s)", "step time (ms)"}
+    message = next(r for r in cases["step time (ms)"].result if isinstance(r, Failure)).message
+    assert "limit" in message
+    assert "median of 540 steps" in message
+    assert cases["final loss"].is_passed
+    # a skipped check is a skipped test case
+    (tmp_path / "noperf").mkdir()
+    import mindwatch
+
+    with mindwatch.Monitor(tmp_path / "noperf", {"print_every": 0}) as mon:
+        for step in range(1, 101):
+            mon.log_scalars(step, {"train/loss": 1.0 / step})
+    compare(
+        str(tmp_path / "noperf"), "--baseline", str(tmp_path / "noperf"), "--junit-xml", str(out)
+    )
+    (suite,) = list(JUnitXml.fromfile(str(out)))
+    skipped = [c.name for c in suite if any(isinstance(r, Skipped) for r in c.result)]
+    assert skipped == ["throughput", "step time (ms)"]
+
+
+def test_json_has_each_checks_statistic_noise_limit_and_verdict(job: dict[str, Path]) -> None:
+    result = compare(str(job["slow"]), "--baseline", str(job["seed0"]), "--json", "-")
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert data["passed"] is False
+    assert data["baselines"] == [str(job["seed0"])]
+    by_name = {c["name"]: c for c in data["checks"]}
+    throughput = by_name["throughput (samples_per_s)"]
+    assert throughput["status"] == "regression"
+    assert throughput["statistic"] == "median of 540 steps"
+    assert throughput["set_by"] == "tolerance"  # +-10 % jitter: the error is below the floor
+    assert 0 < throughput["noise"] < 0.01
+    assert throughput["limit"] == pytest.approx(throughput["baseline"] * 0.9)
+    assert by_name["final loss"]["status"] == "ok"
+    assert by_name["final loss"]["set_by"] in ("standard error", "tolerance")
+    assert by_name["final loss"]["sigmas"] == 3.5
+
+
+def test_several_baselines_by_flag_or_folder(job: dict[str, Path], tmp_path: Path) -> None:
+    flags = [a for s in ("seed0", "seed1", "seed2") for a in ("--baseline", str(job[s]))]
+    by_flag = compare(str(job["seed3"]), *flags, "--json", "-")
+    assert by_flag.exit_code == 0, by_flag.output
+    data = json.loads(by_flag.output)
+    assert len(data["baselines"]) == 3
+    assert {c["set_by"] for c in data["checks"]} <= {"baselines", "standard error", "tolerance"}
+    table = compare(str(job["seed3"]), *flags)
+    assert "noise: the spread of 3 baseline runs" in table.output
+    # a folder of runs is a set of baselines
+    folder = tmp_path / "nightly"
+    folder.mkdir()
+    for s in ("seed0", "seed1", "seed2"):
+        shutil.copytree(job[s], folder / s)
+    by_folder = json.loads(
+        compare(str(job["seed3"]), "--baseline", str(folder), "--json", "-").output
+    )
+    assert sorted(Path(b).name for b in by_folder["baselines"]) == ["seed0", "seed1", "seed2"]
+    assert by_folder["checks"] == data["checks"]
+    slow = compare(str(job["slow"]), "--baseline", str(folder))
+    assert slow.exit_code == 1
+    assert "regression: throughput (samples_per_s), step time (ms)" in slow.output
+
+
+def test_save_baseline_then_compare_by_name(job: dict[str, Path], tmp_path: Path) -> None:
+    store = tmp_path / "baselines"
+    env = {"MINDWATCH_BASELINES": str(store)}
+    first = compare(str(job["seed0"]), "--save-baseline", "nightly", env=env)
+    assert first.exit_code == 0, first.output
+    assert f"saved as baseline 'nightly' in {store / 'nightly'} (1 run)" in first.output
+    saved = store / "nightly" / "seed0"
+    assert (saved / "run.json").is_file()
+    assert [p.name for p in saved.iterdir() if "tfevents" in p.name]
+    # A passing run joins the set; a regression never does.
+    second = compare(
+        str(job["seed1"]), "--baseline", "nightly", "--save-baseline", "nightly", env=env
+    )
+    assert second.exit_code == 0, second.output
+    assert "(2 runs)" in second.output
+    slow = compare(str(job["slow"]), "--baseline", "nightly", "--save-baseline", "nightly", env=env)
+    assert slow.exit_code == 1
+    assert "not saved as baseline 'nightly': the run has regressions" in slow.output
+    assert sorted(p.name for p in (store / "nightly").iterdir()) == ["seed0", "seed1"]
+    # --keep trims to the newest; the set compares as its runs
+    third = compare(
+        str(job["seed2"]),
+        "--save-baseline",
+        "nightly",
+        "--keep",
+        "2",
+        "--baselines-dir",
+        str(store),
+    )
+    assert "dropped the oldest: seed0" in third.output
+    assert sorted(p.name for p in (store / "nightly").iterdir()) == ["seed1", "seed2"]
+    named = compare(str(job["seed3"]), "--baseline", "nightly", "--json", "-", env=env)
+    assert len(json.loads(named.output)["baselines"]) == 2
+    unknown = compare(str(job["seed3"]), "--baseline", "weekly", env=env)
+    assert unknown.exit_code == 2
+    assert "--save-baseline weekly" in unknown.output
+
+
+def test_what_changed_between_runs(tmp_path: Path) -> None:
+    import mindwatch
+
+    def run(folder: Path, lr: float) -> Path:
+        with mindwatch.Monitor(folder, {"print_every": 0}) as mon:
+            mon.log_hparams({"lr": lr, "batch_size": 32, "model": "mlp"})
+            for step in range(1, 101):
+                mon.log_scalars(step, {"train/loss": 1.0 / step})
+        return folder
+
+    base, new = run(tmp_path / "base", 0.1), run(tmp_path / "new", 0.05)
+    result = compare(str(new), "--baseline", str(base))
+    lines = result.output.splitlines()
+    assert lines[0] == "warning: the run differs from its baseline in its config:"
+    assert lines[1].split() == ["what", "changed", "baseline", "run"]
+    assert lines[2].split() == ["lr", "0.1", "0.05"]
+    assert lines[3] == ""  # only the one key that differs
+    data = json.loads(compare(str(new), "--baseline", str(base), "--json", "-").output)
+    assert data["changes"] == [{"kind": "config", "key": "lr", "baseline": [0.1], "run": 0.05}]
+    hashes = {data["facts"]["run"]["config_hash"], data["facts"]["baselines"][0]["config_hash"]}
+    assert len(hashes) == 2
+    assert None not in hashes
+    assert data["facts"]["run"]["device"] is None or isinstance(data["facts"]["run"]["device"], str)
+    same = compare(str(base), "--baseline", str(base))
+    assert "what changed" not in same.output
+
+
+def test_the_table_speaks_chinese_under_a_chinese_locale(job: dict[str, Path]) -> None:
+    from mindwatch.common.i18n import set_language
+
+    try:
+        set_language("zh")
+        result = compare(str(job["slow"]), "--baseline", str(job["seed0"]))
+    finally:
+        set_language(None)
+    assert result.exit_code == 1
+    assert "回归：吞吐量 (samples_per_s), 单步耗时（毫秒）" in result.output
+    assert "最终损失" in result.output
+    assert "界限：容差" in result.output
+    # JSON keeps the names programs match on
+    data = json.loads(
+        compare(str(job["slow"]), "--baseline", str(job["seed0"]), "--json", "-").output
+    )
+    assert "final loss" in {c["name"] for c in data["checks"]}
+
+
+def test_what_changed_names_versions_device_and_world_size(tmp_path: Path) -> None:
+    import mindwatch
+
+    with mindwatch.Monitor(tmp_path / "base", {"print_every": 0}) as mon:
+        for step in range(1, 101):
+            mon.log_scalars(step, {"train/loss": 1.0 / step})
+    new = tmp_path / "new"
+    shutil.copytree(tmp_path / "base", new)
+    record = json.loads((new / "run.json").read_text())
+    record["versions"]["mindspore"] = "2.9.0"
+    record["versions"]["mindformers"] = "1.9.0"
+    record["world_size"] = 8
+    record["ranks"] = [{"rank": 0, "node": "n0", "device": "Ascend", "device_id": 0}]
+    (new / "run.json").write_text(json.dumps(record))
+    result = compare(str(new), "--baseline", str(tmp_path / "base"))
+    assert result.exit_code == 0, result.output  # a difference is not a failure
+    lines = result.output.splitlines()
+    assert lines[0] == (
+        "warning: the run differs from its baseline in MindSpore version, "
+        "MindFormers version, device kind, world size:"
+    )
+    rows = [line.split() for line in lines[2:6]]
+    assert rows == [
+        ["MindSpore", "version", "2.10.0", "2.9.0"],
+        ["MindFormers", "version", "(not", "set)", "1.9.0"],
+        ["device", "kind", "(not", "set)", "Ascend"],
+        ["world", "size", "1", "8"],
+    ]
+    assert lines[6] == ""
