@@ -14,6 +14,7 @@ from typing import Any, Optional
 import click
 
 from mindwatch._version import __version__
+from mindwatch.common.invocation import command_line
 from mindwatch.common.redact import redact_text
 from mindwatch.tools import runs as runtools
 
@@ -230,10 +231,16 @@ def export_command(
         export_scalars(frame, target, fmt)  # type: ignore[arg-type]
     except (OSError, RuntimeError) as exc:
         raise InputError(f"cannot write '{target}': {exc}") from exc
+    from mindwatch.common.i18n import _, ngettext
+
     runs_n, tags_n = frame["run"].nunique(), frame["tag"].nunique()
     click.echo(
-        f"wrote {len(frame):,} points ({runs_n} run{'s' * (runs_n != 1)}, "
-        f"{tags_n} tag{'s' * (tags_n != 1)}) to {target}"
+        _("wrote {points:,} points ({runs}, {tags}) to {target}").format(
+            points=len(frame),
+            runs=ngettext("{count} run", "{count} runs", runs_n).format(count=runs_n),
+            tags=ngettext("{count} tag", "{count} tags", tags_n).format(count=tags_n),
+            target=target,
+        )
     )
 
 
@@ -305,18 +312,25 @@ def report_command(
             f"no scalars found below '{logdir}'; check the folder "
             "(TensorBoard event files are named *tfevents*)"
         )
+    from mindwatch.common.i18n import _
+
     runs = summarize(frame, logdir)
     for run in runs:
+        doctor = command_line("doctor", run.folder)
         if run.facts.get("mixed_runs"):
             click.echo(
-                f"warning: {run.name}: {run.facts['mixed_runs']}; its numbers mix them "
-                "(mindwatch doctor shows how to split the folder)",
+                _(
+                    "warning: {run}: {mixed}; its numbers mix them (`{command}` shows how to "
+                    "split the folder)"
+                ).format(run=run.name, mixed=run.facts["mixed_runs"], command=doctor),
                 err=True,
             )
         if run.facts.get("missing_steps"):
             click.echo(
-                f"warning: {run.name}: {run.facts['missing_steps']}; the report shows what "
-                f"they hold (`mindwatch doctor {run.folder}` says why)",
+                _(
+                    "warning: {run}: {missing}; the report shows what they hold (`{command}` "
+                    "says why)"
+                ).format(run=run.name, missing=run.facts["missing_steps"], command=doctor),
                 err=True,
             )
     try:
@@ -604,9 +618,22 @@ def convert_command(
     type=click.Path(path_type=Path, dir_okay=False),
     help="Also check this mindwatch / MindFormers config file.",
 )
+@click.option(
+    "--lang",
+    "language",
+    type=click.Choice(["zh", "en"]),
+    default=None,
+    help="Language of the checklist [default: the locale's, as for alerts: zh when "
+    "LANGUAGE/LC_ALL/LANG start with zh].",
+)
 @click.pass_context
 def doctor_command(
-    ctx: click.Context, /, *, logdir: Optional[Path], config_path: Optional[Path]
+    ctx: click.Context,
+    /,
+    *,
+    logdir: Optional[Path],
+    config_path: Optional[Path],
+    language: Optional[str],
 ) -> None:
     """Check why TensorBoard shows nothing (or too little) for LOGDIR.
 
@@ -616,21 +643,34 @@ def doctor_command(
     network file systems, non-ASCII paths, and a config file. Exit status: 0 healthy,
     1 problems found, 2 error.
     """
-    from mindwatch.tools.doctor import diagnose
+    from rich.cells import cell_len
 
+    from mindwatch.common.i18n import _, ngettext, set_language
+    from mindwatch.tools.doctor import VERDICTS, diagnose
+
+    if language is not None:
+        set_language(language)
     if logdir is None and config_path is None:
         logdir = Path(".")
     try:
         findings = diagnose(logdir, config_path)
     except OSError as exc:
-        raise InputError(f"cannot check: {exc}") from exc
-    marks = {"ok": "ok", "info": "info", "warning": "WARNING", "problem": "PROBLEM"}
+        raise InputError(_("cannot check: {error}").format(error=exc)) from exc
+    marks = {verdict: _(mark) for verdict, mark in VERDICTS.items()}
+    width = max(cell_len(mark) for mark in marks.values())  # a Chinese mark is 2 cells a sign
+    line, fix = _("{check}: {message}"), _("fix: {fix}")
     for finding in findings:
-        click.echo(f"[{marks[finding.verdict]:>7}] {finding.check}: {finding.message}")
+        mark = marks[finding.verdict]
+        said = line.format(check=finding.check, message=finding.message)
+        click.echo(f"[{' ' * (width - cell_len(mark))}{mark}] {said}")
         if finding.fix and finding.verdict != "ok":
-            click.echo(f"          fix: {finding.fix}")
+            click.echo(" " * (width + 3) + fix.format(fix=finding.fix))
     bad = [f for f in findings if f.verdict in ("warning", "problem")]
-    click.echo(f"{len(bad)} problem(s) found" if bad else "healthy")
+    if bad:
+        found = ngettext("{count} problem found", "{count} problems found", len(bad))
+        click.echo(found.format(count=len(bad)))
+    else:
+        click.echo(_("healthy"))
     ctx.exit(1 if bad else 0)
 
 
@@ -901,6 +941,7 @@ def tensorboard_command(
     --ranks. Also available as `mindwatch board`. Exit status: 0 stopped with Ctrl-C,
     1 TensorBoard failed, 2 bad input.
     """
+    from mindwatch.common.i18n import _
     from mindwatch.tools import board as tb
 
     try:
@@ -912,14 +953,18 @@ def tensorboard_command(
         click.echo(f"warning: {empty}", err=True)
     try:
         with tb.show(logdir, runs, host=host, port=port, ranks=ranks) as shown:
-            click.echo(f"TensorBoard serves {logdir.resolve()} ({shown.count}) at:")
+            click.echo(
+                _("TensorBoard serves {folder} ({count}) at:").format(
+                    folder=logdir.resolve(), count=shown.count
+                )
+            )
             click.echo(f"  {shown.url}")
             if open_browser and not tb.open_in_browser(shown.url):
-                click.echo("No web browser found here: open the address above yourself.")
-            click.echo("Press Ctrl-C to stop.")
+                click.echo(_("No web browser found here: open the address above yourself."))
+            click.echo(_("Press Ctrl-C to stop."))
             status = shown.wait()
             if status is None:
-                click.echo("Stopping TensorBoard.")
+                click.echo(_("Stopping TensorBoard."))
                 ctx.exit(0)
             raise click.ClickException(
                 f"TensorBoard stopped by itself (exit status {status}):\n{shown.board.output()}"
@@ -1001,10 +1046,14 @@ def runs_command(
             _echo_table(console, table)
         for line in runtools.summary_lines(pruning):
             console.print(line)
+    from mindwatch.common.i18n import _
+
     for name, error in pruning.failed.items():
         click.echo(
-            f"mindwatch runs: could not delete {name}: {error} (fix that and run again, "
-            "or delete the folder by hand)",
+            _(
+                "mindwatch runs: could not delete {run}: {error} (fix that and run again, "
+                "or delete the folder by hand)"
+            ).format(run=name, error=error),
             err=True,
         )
     ctx.exit(2 if pruning.failed else 1 if pruning.marked and not yes else 0)

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,29 @@ def test_sink_mode_reads_step_120_of_120(
     assert lines, "no progress line"
     assert lines[-1].startswith("[mindwatch] step 120/120 | loss 0.0083")
     assert all(re.match(r"\[mindwatch\] step \d+/120 \|", ln) for ln in lines), lines
+
+
+def test_training_monitor_paces_its_lines_by_time_and_shows_the_last_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Model.train with the default config (print_every left alone): fast CPU steps
+    print about a line a second (print_secs), not one every 10 steps, and the total."""
+    from mindspore.train import Model
+
+    from mindwatch.config.model import PRINT_SECS
+
+    steps = 1500
+    net = make_network(hidden=8)
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    model = Model(net, loss, nn.Momentum(net.trainable_params(), 0.01, 0.9))
+    monitor = TrainingMonitor(logdir=tmp_path, config={"progress": "line"})
+    started = time.monotonic()
+    model.train(1, make_dataset(steps * 2, 2, 0), callbacks=[monitor], dataset_sink_mode=False)
+    took = time.monotonic() - started
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[mindwatch]")]
+    assert 1 <= len(lines) <= took / PRINT_SECS + 3, (took, lines)
+    assert len(lines) < steps // 10  # what every 10 steps would print
+    assert lines[-1].startswith(f"[mindwatch] step {steps}/{steps} | loss")
 
 
 def test_the_summary_names_the_alerts_of_the_run(

@@ -6,10 +6,13 @@ import io
 import re
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 import mindwatch
+from mindwatch.config import MonitorConfig
+from mindwatch.config.model import PRINT_SECS
 from mindwatch.sinks import ProgressSink
 from mindwatch.sinks.items import EvalValues, StepValues, TotalSteps
 
@@ -160,3 +163,58 @@ def test_a_short_run_says_how_long_it_took_in_seconds() -> None:
         sink.write(StepValues(step, list(VALUES.items()), start + 0.75 * (step - 1)))
     sink.close()
     assert out.getvalue().splitlines()[-1].endswith("elapsed 1.5 s")
+
+
+def _shown_steps(text: str) -> list[int]:
+    return [int(ln.split(" | ")[0].split()[2].split("/")[0]) for ln in text.splitlines()]
+
+
+@pytest.mark.parametrize("total", [None, 500])
+def test_lines_are_paced_by_the_steps_times_and_the_last_step_is_shown(
+    monkeypatch: pytest.MonkeyPatch, total: Optional[int]
+) -> None:
+    """Steps 1/128 s apart (exact in binary), a line every 10 steps at least 1 s apart:
+    the first round step after each second, then the last step (the total, or at close)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    sink = ProgressSink(every=10, secs=1.0, mode="line", total=total, stream=out)
+    for step in range(1, 501):
+        sink.write(StepValues(step, [("train/loss", 0.5)], 1000.0 + step / 128))
+    sink.close()
+    assert _shown_steps(out.getvalue()) == [10, 140, 270, 400, 500]
+
+
+def test_slow_steps_still_print_every_print_every_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    sink = ProgressSink(every=10, secs=1.0, mode="line", stream=out)
+    for step in range(1, 36):
+        sink.write(StepValues(step, [("train/loss", 0.5)], 1000.0 + 0.5 * step))
+    sink.close()
+    assert _shown_steps(out.getvalue()) == [10, 20, 30, 35]
+
+
+def test_print_secs_is_the_pacing_only_when_print_every_is_left_alone(tmp_path: Path) -> None:
+    assert PRINT_SECS == MonitorConfig().print_secs > 0
+    assert MonitorConfig.from_any({"print_every": 50}).print_secs == 0  # every 50 exactly
+    assert MonitorConfig.from_any({"print_every": 50, "print_secs": 2}).print_secs == 2
+    assert MonitorConfig.from_any({"print_secs": 5}).print_secs == 5
+    mindformers = tmp_path / "finetune.yaml"  # MFLossMonitor's per_print_times is print_every
+    mindformers.write_text("callbacks:\n  - type: MFLossMonitor\n    per_print_times: 5\n")
+    assert MonitorConfig.from_any(mindformers).print_secs == 0
+
+
+def test_a_tight_loop_of_fast_steps_prints_a_few_lines_and_the_last_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """5,000 steps as fast as log_step takes them, the default config: a line a second
+    at most (the loop's own duration bounds the count), not one every 10 steps."""
+    started = time.monotonic()
+    with mindwatch.Monitor(tmp_path) as mon:
+        for step in range(1, 5001):
+            mon.log_step(step, loss=1.0 / step)
+        took = time.monotonic() - started
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[mindwatch]")]
+    assert 2 <= len(lines) <= took / PRINT_SECS + 3, (took, lines)
+    assert lines[0].startswith("[mindwatch] step 10 |")  # the first report comes at once
+    assert lines[-1].startswith("[mindwatch] step 5000 | loss 0.0002")

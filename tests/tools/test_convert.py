@@ -64,7 +64,7 @@ def test_several_workers_give_rank_runs_and_a_reduced_run(tmp_path: Path) -> Non
     (logs / "worker_1.log").write_text("\n".join(doubled) + "\n")
     result = CliRunner().invoke(main, ["convert", str(logs), str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "into 3 run(s)" in result.output
+    assert "into 3 runs" in result.output
     runs = set(mindwatch.read_scalars(tmp_path / "out")["run"])
     assert runs == {".", "rank_0", "rank_1"}
     mean = dict(scalars(tmp_path / "out")["train/loss"])

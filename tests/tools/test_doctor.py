@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 import time
 from collections import namedtuple
 from pathlib import Path
@@ -13,6 +16,7 @@ from click.testing import CliRunner
 
 import mindwatch
 from mindwatch.cli import main
+from mindwatch.common.invocation import mindwatch_command, python_command
 from mindwatch.tools.doctor import checks as doctor
 
 
@@ -33,7 +37,11 @@ def test_a_healthy_run_is_healthy(tmp_path: Path) -> None:
     code, out = run_doctor(str(tmp_path / "runs"))
     assert code == 0, out
     assert out.strip().endswith("healthy")
-    assert "1 run(s) with TensorBoard event files" in out
+    assert "1 run with TensorBoard event files" in out
+    code, chinese = run_doctor("--lang", "zh", str(tmp_path / "runs"))
+    assert code == 0, chinese
+    assert chinese.strip().endswith("一切正常")
+    assert not untranslated(chinese), chinese
 
 
 @pytest.mark.parametrize(
@@ -41,7 +49,7 @@ def test_a_healthy_run_is_healthy(tmp_path: Path) -> None:
     [
         ("missing", "does not exist"),
         ("empty", "no TensorBoard event files (*tfevents*) below"),
-        ("mindspore_summary", "MindSpore summary file(s) (*_MS"),
+        ("mindspore_summary", "1 MindSpore summary file (*_MS"),
         ("worker_logs", "mindwatch convert"),
         ("too_deep", "LOGDIR is too deep"),
         ("a_file", "is a file; TensorBoard's --logdir takes a folder"),
@@ -99,6 +107,77 @@ def test_a_broken_setup_is_named_with_its_fix(
     assert code == 1, out
     assert expected in out
     assert "fix:" in out
+    code, chinese = run_doctor("--lang", "zh", str(target))
+    assert code == 1, chinese
+    assert not untranslated(chinese), chinese
+    if not expected.startswith("mindwatch "):  # a command stays a command
+        assert expected not in chinese
+
+
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def untranslated(out: str) -> list[str]:
+    """The lines of Chinese doctor output whose own text (after the verdict and the
+    check's name, or after the fix label) has no Chinese in it: English left over. A fix
+    that is only a command to run (mindwatch ..., python -m pip ...) needs none."""
+    commands = (mindwatch_command(), python_command())
+    left = []
+    for line in out.splitlines():
+        text = line.strip()
+        if text.startswith("["):
+            text = text.split("] ", 1)[1].split("：", 1)[-1]
+        elif text.startswith("修复："):
+            text = text.removeprefix("修复：")
+            if text.startswith(commands):
+                continue
+        if not CJK.search(text):
+            left.append(line)
+    return left
+
+
+def _broken_runs(root: Path) -> Path:
+    """A run whose event file was cut after it ended, and one whose process is gone."""
+    healthy_run(root / "cut")
+    (file,) = (root / "cut").glob("events.out.tfevents.*")
+    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    healthy_run(root / "crashed")
+    info = json.loads((root / "crashed" / "run.json").read_text())
+    info.update(status="running", pid=2**22 + 12345)  # no such process
+    (root / "crashed" / "run.json").write_text(json.dumps(info))
+    return root
+
+
+def _doctor_process(root: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The real command, in the locale ``env`` sets (LANGUAGE left out: it would win)."""
+    names = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
+    clean = {k: v for k, v in os.environ.items() if k not in names}
+    return subprocess.run(
+        [sys.executable, "-m", "mindwatch", "doctor", str(root)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_doctor_speaks_the_locales_language(tmp_path: Path) -> None:
+    """Under LANG=zh_CN.UTF-8 every verdict, check, message, fix and the summary are
+    Chinese, and none of the English text is left; English without a Chinese locale."""
+    root = _broken_runs(tmp_path / "runs")
+    english = _doctor_process(root, LANG="C.UTF-8")
+    chinese = _doctor_process(root, LANG="zh_CN.UTF-8")
+    assert (english.returncode, chinese.returncode) == (1, 1), english.stderr + chinese.stderr
+    assert english.stdout.splitlines()[-1] == "4 problems found"
+    assert chinese.stdout.splitlines()[-1] == "发现 4 个问题"
+    assert "[问题] 运行 crashed：其进程已不在" in chinese.stdout
+    assert "被截断为" in chinese.stdout
+    assert not untranslated(chinese.stdout), chinese.stdout
+    for line in english.stdout.splitlines():  # no English message in the Chinese output
+        message = line.strip().split(": ", 1)[-1]
+        if not message.startswith(mindwatch_command()):
+            assert message not in chinese.stdout, message
+    assert len(english.stdout.splitlines()) == len(chinese.stdout.splitlines())
 
 
 def test_a_bad_config_file_is_named(tmp_path: Path) -> None:

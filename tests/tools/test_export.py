@@ -64,3 +64,14 @@ def test_filters_and_bad_input(logdir: Path, tmp_path: Path) -> None:
     empty = CliRunner().invoke(main, ["export", str(tmp_path / "empty")])
     assert empty.exit_code == 2
     assert "no scalars found" in empty.output
+
+
+def test_the_summary_is_chinese_under_a_chinese_locale(
+    logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANGUAGE", "zh_CN")
+    out = tmp_path / "scalars.csv"
+    result = CliRunner().invoke(main, ["export", str(logdir), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("已将 ")
+    assert f"写入 {out}" in result.output

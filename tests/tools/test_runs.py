@@ -163,7 +163,7 @@ def test_keep_dry_run_marks_old_runs_and_deletes_nothing(three_old_runs: Path) -
 
     assert result.exit_code == 1
     freed = folder_bytes(root / "a") + folder_bytes(root / "b")
-    assert f"Would delete 2 run(s), freeing {runtools.format_size(freed)}." in result.stdout
+    assert f"Would delete 2 runs, freeing {runtools.format_size(freed)}." in result.stdout
     assert "Add --yes to delete them." in result.stdout
     rows = {line.split()[0]: line for line in result.stdout.splitlines()[1:4]}
     assert rows["a"].endswith("delete (--keep 1)")
@@ -179,7 +179,7 @@ def test_keep_with_yes_deletes_the_old_runs(three_old_runs: Path) -> None:
     assert result.exit_code == 0
     assert "deleted a (" in result.stdout
     assert "deleted b (" in result.stdout
-    assert "Deleted 2 run(s)" in result.stdout
+    assert "Deleted 2 runs" in result.stdout
     assert sorted(p.name for p in root.iterdir()) == ["c"]
     assert invoke(str(root), "--keep", "1").exit_code == 0  # nothing left to prune
 
@@ -301,7 +301,7 @@ def test_one_failed_deletion_does_not_stop_the_others(
     assert sorted(p.name for p in root.iterdir()) == ["a"]
     assert "could not delete a:" in result.stderr
     assert "Permission denied" in result.stderr
-    assert "Deleted 2 run(s)" in result.stdout
+    assert "Deleted 2 runs" in result.stdout
 
 
 def test_prune_without_the_cli_marks_deletes_and_says_what_failed(
@@ -336,7 +336,7 @@ def test_prune_without_the_cli_marks_deletes_and_says_what_failed(
     )
     assert items["b"]["error"] is None
     assert "Permission denied" in items["a"]["error"]
-    assert runtools.summary_lines(done)[-1].startswith("Deleted 1 run(s), freed ")
+    assert runtools.summary_lines(done)[-1].startswith("Deleted 1 run, freed ")
 
 
 @pytest.mark.parametrize("bad", ["5X", "-1", "1.2.3", "GiB", "", "2 GB of disk"])
@@ -373,7 +373,8 @@ def test_the_installed_command_in_a_real_process(three_old_runs: Path) -> None:
     assert [line.split()[0] for line in lines[1:4]] == ["a", "b", "c"]
     assert lines[1].endswith("delete (--keep 2)")
     assert lines[4].startswith("3 runs, ")
-    assert "Add --yes to delete them." in lines[5]
+    assert lines[5].startswith("Would delete 1 run, freeing ")
+    assert lines[5].endswith(" Add --yes to delete it.")
     assert (three_old_runs / "a").exists()
 
     missing = subprocess.run(
@@ -419,3 +420,17 @@ def test_a_run_on_another_host_is_judged_by_its_files(tmp_path: Path) -> None:
     assert [(r["status"], r["active"]) for r in listing(root)[1]] == [("running", True)]
     age(run, runtools.STALE_SECS * 2)
     assert [(r["status"], r["active"]) for r in listing(root)[1]] == [("stale", False)]
+
+
+def test_the_summary_is_chinese_under_a_chinese_locale(
+    three_old_runs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANGUAGE", "zh_CN")
+    dry = invoke(str(three_old_runs), "--keep", "1")
+    assert dry.exit_code == 1, dry.output
+    lines = dry.output.splitlines()
+    assert lines[-2].startswith("3 个运行，")
+    assert lines[-1].startswith("将删除 2 个运行，释放 ")
+    assert lines[-1].endswith("。加上 --yes 即执行删除。")
+    done = invoke(str(three_old_runs), "--keep", "1", "--yes")
+    assert done.output.splitlines()[-1].startswith("已删除 2 个运行，释放 ")

@@ -56,6 +56,9 @@ HistogramKind = Literal["parameters", "gradients"]
 ReduceKind = Literal["mean", "sum", "max", "min", "once", "per_rank"]
 _HISTOGRAM_KINDS: tuple[HistogramKind, ...] = ("parameters", "gradients")
 MAX_AGGREGATE_EVERY = 10_000
+# Seconds between two progress lines when print_every is left at its default (a field's
+# description says why this value).
+PRINT_SECS = 1.0
 # An hparam is the user's record, not a setting: a non-finite value (clip: .inf, "no
 # clipping") is kept as it is, unlike every other float of the config.
 _HParamFloat = Annotated[float, Field(allow_inf_nan=True)]
@@ -141,7 +144,19 @@ class MonitorConfig(Settings):
     print_every: int = Field(
         default=10,
         ge=0,
-        description="Print a progress line every this many steps, and at the last step (0: never).",
+        description="Print a progress line every this many steps, and at the last step (0: "
+        "never); print_secs paces them in time too.",
+    )
+    print_secs: float = Field(
+        default=PRINT_SECS,
+        ge=0,
+        le=HOUR,
+        description="At least this many seconds between two progress lines (or updates of "
+        "the bar), judged by the steps' own times; the last step is always printed. When "
+        "print_every is left at its default this is 1 s, so a loop of fast steps prints "
+        "about a line a second, not one every 10 steps (tqdm redraws its bar in place at "
+        "most every 0.1 s, but a line stays in the log); when print_every is set it is 0 "
+        "unless given, so print_every means every that many steps exactly. At most 3600.",
     )
     progress: Literal["auto", "bar", "line", "off"] = Field(
         default="auto",
@@ -340,6 +355,16 @@ class MonitorConfig(Settings):
         "labels, per_rank, push (docs/prometheus.md). Served by rank 0 from the "
         "background thread, never the training thread.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _print_pacing(cls, data: Any) -> Any:
+        """``print_secs`` left out: 0 when ``print_every`` is given (the user chose the
+        steps), else the default pacing (see the field)."""
+        if isinstance(data, Mapping) and data.get("print_secs") is None:
+            chosen = data.get("print_every") is not None
+            data = {**data, "print_secs": 0.0 if chosen else PRINT_SECS}
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -20,6 +20,7 @@ from pathlib import Path
 from shlex import quote
 from typing import Optional
 
+from mindwatch.common.i18n import _, ngettext
 from mindwatch.events.reader import RecordReader, event_files
 
 __all__ = ["FileSteps", "MixedRuns", "file_steps", "mixed_runs"]
@@ -39,11 +40,11 @@ class FileSteps:
 
     @property
     def first(self) -> Optional[int]:
-        return min((lo for lo, _ in self.tags.values()), default=None)
+        return min((lo for lo, _hi in self.tags.values()), default=None)
 
     @property
     def last(self) -> Optional[int]:
-        return max((hi for _, hi in self.tags.values()), default=None)
+        return max((hi for _lo, hi in self.tags.values()), default=None)
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,15 @@ class MixedRuns:
         for files in self.runs:
             first = min((f.first for f in files if f.first is not None), default=None)
             last = max((f.last for f in files if f.last is not None), default=None)
-            count = f"{len(files)} file" + ("s" if len(files) > 1 else "")
-            parts.append(f"steps {first}-{last} ({count})")
-        return f"{len(self.runs)} runs mixed in one folder: " + ", ".join(parts)
+            part = ngettext(
+                "steps {first}-{last} ({count} file)",
+                "steps {first}-{last} ({count} files)",
+                len(files),
+            )
+            parts.append(part.format(first=first, last=last, count=len(files)))
+        return _("{count} runs mixed in one folder: {parts}").format(
+            count=len(self.runs), parts=", ".join(parts)
+        )
 
     def split_commands(self) -> list[str]:
         """Shell commands that move every run after the first into a folder of its own
@@ -129,6 +136,6 @@ def mixed_runs(folder: Path) -> Optional[MixedRuns]:
             reached = {}
         else:
             runs[-1].append(steps)
-        for tag, (_, hi) in steps.tags.items():
+        for tag, (_lo, hi) in steps.tags.items():
             reached[tag] = max(hi, reached.get(tag, hi))
     return MixedRuns(folder, runs) if len(runs) > 1 else None

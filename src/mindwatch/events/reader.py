@@ -34,6 +34,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import numpy.typing as npt
 
+from mindwatch.common.invocation import command_line
 from mindwatch.events.crc import CRC32C_TABLE, crc32c
 from mindwatch.events.steporder import is_step_axis, steps_out_of_order
 
@@ -652,11 +653,11 @@ class RunReader:
             "back over itself and report/compare statistics mix both%s. A resumed run "
             "should write the restart marker (mindwatch: resume_step=N; torch: "
             "SummaryWriter(purge_step=N)), or each attempt its own folder; "
-            "`mindwatch doctor %s` says more",
+            "`%s` says more",
             path,
             first.describe(str(table[first.group % len(table)])),
             f" (and {others} more tag" + ("s" if others > 1 else "") + ")" if others else "",
-            self.folder,
+            command_line("doctor", self.folder),
         )
 
     def _items(self, event: Any) -> Iterator[Item]:

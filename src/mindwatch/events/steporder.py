@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from mindwatch.common.i18n import _, ngettext
+
 __all__ = ["StepOrder", "is_step_axis", "steps_out_of_order"]
 
 _NOT_STEPS = ("_vs_samples", " vs samples")
@@ -49,12 +51,16 @@ class StepOrder:
         """``train/loss goes back from step 50 to step 20 (21 points at steps it had
         already passed)``, or ``train/loss repeats step 10 (1 point ...)``."""
         what = (
-            f"{tag} repeats step {self.step}"
+            _("{tag} repeats step {step}")
             if self.repeats
-            else f"{tag} goes back from step {self.previous} to step {self.step}"
+            else _("{tag} goes back from step {previous} to step {step}")
+        ).format(tag=tag, step=self.step, previous=self.previous)
+        points = ngettext(
+            "{what} ({count} point at steps it had already passed)",
+            "{what} ({count} points at steps it had already passed)",
+            self.count,
         )
-        points = f"{self.count} point" + ("s" if self.count != 1 else "")
-        return f"{what} ({points} at steps it had already passed)"
+        return points.format(what=what, count=self.count)
 
 
 def steps_out_of_order(

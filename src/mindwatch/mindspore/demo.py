@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from mindwatch.common import invocation
 from mindwatch.mindspore.demo_summary import print_summary, say
 from mindwatch.run.layout import make_run_dir
 from mindwatch.run.record import read_run_info
@@ -276,6 +277,8 @@ def launch_workers(
         "--sink" if sink else "--no-sink",
     ]
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # rank 0 prints the closing command for this shell, whose PATH is not msrun's
+    env[invocation.ENVIRONMENT] = invocation.mindwatch_command()
     env.setdefault("GLOG_v", "3")
     if sys.stdout.isatty():  # rank 0 prints to a log file: tell it the terminal's width
         env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))

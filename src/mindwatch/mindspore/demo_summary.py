@@ -9,10 +9,6 @@ so it can be copied.
 from __future__ import annotations
 
 import math
-import os
-import shlex
-import shutil
-import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -23,6 +19,7 @@ import numpy as np
 from mindwatch.alerts.model import severity_label
 from mindwatch.alerts.reading import read_alerts
 from mindwatch.common.i18n import _
+from mindwatch.common.invocation import command_line
 from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
 from mindwatch.run.layout import ALERTS_FILE
 from mindwatch.run.record import read_run_info
@@ -153,23 +150,4 @@ def print_summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None
         )
     print()
     print(_("View it in TensorBoard:"))
-    print(f"  {_mindwatch_command()} tensorboard {_quote(str(root))}")
-
-
-def _quote(path: str) -> str:
-    return shlex.quote(path)
-
-
-def _mindwatch_command() -> str:
-    """How to call this mindwatch from the user's shell: ``mindwatch`` when that is the
-    one on PATH (an activated venv), else its path (``.venv/bin/mindwatch`` after
-    ``make demo``), so the printed command works as it is."""
-    ours = Path(sys.executable).with_name("mindwatch")
-    found = shutil.which("mindwatch")
-    if found is not None and os.path.realpath(found) == os.path.realpath(ours):
-        return "mindwatch"
-    try:
-        relative = os.path.relpath(ours)
-    except ValueError:  # another drive (Windows)
-        relative = str(ours)
-    return _quote(str(ours) if relative.startswith("..") else relative)
+    print(f"  {command_line('tensorboard', root)}")

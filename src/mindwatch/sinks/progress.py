@@ -1,9 +1,12 @@
 """The progress display: one line per report, or a rich progress bar, fitted to the width.
 
-Printing happens only on the steps that are shown (every ``print_every`` steps, and the
-last step), so the other steps pay one integer comparison. A bar needs a known total and
-a terminal; otherwise (log files, CI, ``msrun`` worker logs) plain lines are printed,
-which stay readable when captured.
+Printing happens only on the steps that are shown (every ``print_every`` steps, at
+least ``print_secs`` apart, and the last step), so the other steps pay one integer
+comparison. The seconds are the steps' own times (when ``log_step`` was called), not
+the printing thread's, so the pacing is the same however late the lines are printed,
+and a test sets it with the times it gives. A bar needs a known total and a terminal;
+otherwise (log files, CI, ``msrun`` worker logs) plain lines are printed, which stay
+readable when captured.
 
 **Width.** A report is one line that fits the width: the step count (``step 120/300``)
 and the ETA always stay; the other fields drop out, least important first
@@ -98,18 +101,22 @@ def _env_columns() -> Optional[int]:
 
 
 class ProgressReporter:
-    """Show training progress every ``every`` steps (0: never) and at step ``total``."""
+    """Show training progress every ``every`` steps (0: never), at least ``secs``
+    seconds apart, and at step ``total``."""
 
     def __init__(
         self,
         *,
         every: int,
+        secs: float = 0.0,
         mode: str = "auto",
         total: Optional[int] = None,
         stream: Optional[IO[str]] = None,
     ) -> None:
         self.every = every
+        self.secs = secs
         self.total = total
+        self._shown_wall = -math.inf  # the time of the step shown last
         self._stream = stream if stream is not None else sys.stdout
         self._next = min(every, total) if total else every
         self._bar: Any = None
@@ -187,7 +194,18 @@ class ProgressReporter:
         if self._start_step is None:
             self._start_step = step
             self._start_time = time.time() if wall is None else wall
-        return self.enabled and step >= self._next
+        if not self.enabled or step < self._next:
+            return False
+        if step == self.total or self.secs <= 0:
+            return True
+        if (time.time() if wall is None else wall) - self._shown_wall >= self.secs:
+            return True
+        self._advance(step)  # too soon after the last line: wait for the next round step
+        return False
+
+    def _advance(self, step: int) -> None:
+        nxt = (step // self.every + 1) * self.every
+        self._next = min(nxt, self.total) if self.total and step < self.total else nxt
 
     def _line(
         self, step: int, values: Mapping[str, float], now: float, width: Optional[int]
@@ -208,8 +226,8 @@ class ProgressReporter:
 
     def update(self, step: int, values: Mapping[str, float], now: float) -> None:
         """Show ``values`` at ``step``; call when :meth:`due` says so."""
-        nxt = (step // self.every + 1) * self.every
-        self._next = min(nxt, self.total) if self.total and step < self.total else nxt
+        self._advance(step)
+        self._shown_wall = now
         self.last_shown = step
         self._shown = (step, values, now)
         if self._bar is not None:
@@ -235,7 +253,8 @@ class ProgressReporter:
 
 
 class ProgressSink(TypedSink):
-    """The console: progress every ``every`` steps and each evaluation's results (rank 0).
+    """The console: progress every ``every`` steps, at least ``secs`` seconds apart, and
+    each evaluation's results (rank 0).
 
     Lines are printed on the pipeline's thread, shortly after the step (at most the
     pipeline's wake-up period, a tenth of a second). The last step logged is always
@@ -248,13 +267,14 @@ class ProgressSink(TypedSink):
         self,
         *,
         every: int,
+        secs: float = 0.0,
         mode: str = "auto",
         total: Optional[int] = None,
         stream: Optional[IO[str]] = None,
     ) -> None:
-        self._every, self._mode = every, mode
+        self._every, self._secs, self._mode = every, secs, mode
         self._stream = stream if stream is not None else sys.stdout
-        self.reporter = ProgressReporter(every=every, mode=mode, total=total, stream=self._stream)
+        self.reporter = self._reporter(total)
         self._last: Optional[StepValues] = None
         self._evals: list[EvalValues] = []  # waiting for the step they were made at
 
@@ -263,7 +283,17 @@ class ProgressSink(TypedSink):
         """On rank 0's ``main`` route: the job's progress, printed once."""
         if place.route != "main" or place.rank != 0:
             return None
-        return cls(every=config.print_every, mode=config.progress, total=place.total_steps)
+        return cls(
+            every=config.print_every,
+            secs=config.print_secs,
+            mode=config.progress,
+            total=place.total_steps,
+        )
+
+    def _reporter(self, total: Optional[int]) -> ProgressReporter:
+        return ProgressReporter(
+            every=self._every, secs=self._secs, mode=self._mode, total=total, stream=self._stream
+        )
 
     @handles(StepValues)
     def _step(self, item: StepValues) -> None:
@@ -283,9 +313,7 @@ class ProgressSink(TypedSink):
     @handles(TotalSteps)
     def _total(self, item: TotalSteps) -> None:
         self.reporter.close()
-        self.reporter = ProgressReporter(
-            every=self._every, mode=self._mode, total=item.total, stream=self._stream
-        )
+        self.reporter = self._reporter(item.total)
 
     def _show_evals(self, step: Optional[int], *, every_one: bool = False) -> None:
         """Evaluation results up to ``step``: under reduction the steps arrive in batches,

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
+from mindwatch.common.i18n import ngettext
+from mindwatch.common.invocation import command_line
 from mindwatch.events.contents import shows_something
 from mindwatch.run.ranks import rank_of_run
 
@@ -185,7 +187,7 @@ def check_logdir(logdir: Path) -> list[str]:
     if not logdir.exists():
         raise BoardError(
             f"'{logdir}' does not exist; pass the folder of your runs (the logdir of "
-            "your training, e.g. ./runs), or make one with `mindwatch demo`"
+            f"your training, e.g. ./runs), or make one with `{command_line('demo')}`"
         )
     if not logdir.is_dir():
         raise BoardError(f"'{logdir}' is a file; pass the folder that holds the runs")
@@ -193,7 +195,7 @@ def check_logdir(logdir: Path) -> list[str]:
     if not runs:
         raise BoardError(
             f"no runs below '{logdir}' (no TensorBoard event files, *tfevents*); "
-            f"`mindwatch doctor {logdir}` says why"
+            f"`{command_line('doctor', logdir)}` says why"
         )
     return runs
 
@@ -228,8 +230,8 @@ def nothing_to_show(logdir: Path, runs: list[str]) -> str:
         what = f"its {len(files)} event files (e.g. {example}) {held}"
     return (
         f"nothing below '{logdir}' holds data TensorBoard can show: {what}.\n"
-        f"TensorBoard starts anyway, for a run about to write; `mindwatch doctor {logdir}` "
-        "says why"
+        "TensorBoard starts anyway, for a run about to write; "
+        f"`{command_line('doctor', logdir)}` says why"
     )
 
 
@@ -263,9 +265,14 @@ def run_count(runs: list[str], *, ranks: bool) -> str:
     filtered out (``ranks`` off) how many and how to bring them back."""
     per_rank = [run for run in runs if rank_of_run(run) is not None]
     shown = len(runs) - (0 if ranks else len(per_rank))
-    count = f"{shown} run{'s' * (shown != 1)}"
+    count = ngettext("{count} run", "{count} runs", shown).format(count=shown)
     if per_rank and not ranks:
-        count += f"; {len(per_rank)} per-rank folders filtered out, --ranks shows them"
+        filtered = ngettext(
+            "{runs}; {count} per-rank folder filtered out, --ranks shows it",
+            "{runs}; {count} per-rank folders filtered out, --ranks shows them",
+            len(per_rank),
+        )
+        count = filtered.format(runs=count, count=len(per_rank))
     return count
 
 

@@ -16,12 +16,15 @@ from typing import Any, Optional
 
 import numpy as np
 
+from mindwatch.common.i18n import N_, _
 from mindwatch.events.steporder import is_step_axis
 from mindwatch.run.record import RunRecord
 
 __all__ = ["ENDED", "StepsGap", "held_steps", "likely_causes", "steps_gap"]
 
 ENDED = ("finished", "terminated", "failed")
+# how a run ended, as "run.json says the run {status}" says it
+_STATUSES = {"finished": N_("finished"), "terminated": N_("terminated"), "failed": N_("failed")}
 
 
 def _count(value: Any) -> Optional[int]:
@@ -48,15 +51,23 @@ class StepsGap:
     def describe(self) -> str:
         """``run.json says the run finished at step 50 after logging 50 steps, but its
         event files hold 12 steps, up to step 12``."""
-        said = f"run.json says the run {self.status}"
+        status = _(_STATUSES[self.status]) if self.status in _STATUSES else self.status
+        said = _("run.json says the run {status}").format(status=status)
         if self.last_step is not None:
-            said += f" at step {self.last_step}"
+            said = _("{said} at step {step}").format(said=said, step=self.last_step)
         if self.steps_logged is not None:
-            said += f" after logging {self.steps_logged} steps"
+            said = _("{said} after logging {count} steps").format(
+                said=said, count=self.steps_logged
+            )
         if self.held_last is None:
-            return said + ", but its event files hold no step"
-        held = f"{self.held_steps} steps, up to" if self.held_steps is not None else "steps up to"
-        return f"{said}, but its event files hold {held} step {self.held_last}"
+            return _("{said}, but its event files hold no step").format(said=said)
+        if self.held_steps is None:
+            return _("{said}, but its event files hold steps up to step {last}").format(
+                said=said, last=self.held_last
+            )
+        return _("{said}, but its event files hold {count} steps, up to step {last}").format(
+            said=said, count=self.held_steps, last=self.held_last
+        )
 
 
 def held_steps(tags: Any, steps: Any) -> tuple[Optional[int], int]:
@@ -96,25 +107,34 @@ def likely_causes(info: RunRecord) -> list[tuple[str, str]]:
     if dropped:
         causes.append(
             (
-                f"{dropped} points were dropped while training: logging ran ahead of the disk",
-                "raise max_queue (for bursts) or max_block_secs, or log less often (collect_freq)",
+                _(
+                    "{count} points were dropped while training: logging ran ahead of the disk"
+                ).format(count=dropped),
+                _(
+                    "raise max_queue (for bursts) or max_block_secs, or log less often "
+                    "(collect_freq)"
+                ),
             )
         )
     errors = _count(info.get("write_errors"))
     if errors:
         causes.append(
             (
-                f"{errors} writes failed while training",
-                "free disk space or raise the quota; the training log names the failing write",
+                _("{count} writes failed while training").format(count=errors),
+                _("free disk space or raise the quota; the training log names the failing write"),
             )
         )
     if _count(info.get("event_files_vanished")):
         causes.append(
             (
-                "the run folder or its event file was deleted or moved while training: "
-                "the points written before that went with it",
-                "the points before are wherever the folder was moved (or gone, if it "
-                "was deleted); this folder holds the rest",
+                _(
+                    "the run folder or its event file was deleted or moved while training: "
+                    "the points written before that went with it"
+                ),
+                _(
+                    "the points before are wherever the folder was moved (or gone, if it "
+                    "was deleted); this folder holds the rest"
+                ),
             )
         )
     return causes

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mindwatch.cli import main
+from mindwatch.common.invocation import mindwatch_command
 from mindwatch.forensics import resume_hint
 from mindwatch.tools.explain import cells, wrap
 from tests.tools.explain.planted import (
@@ -225,7 +226,7 @@ def test_a_forensics_file_outside_the_run_is_not_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--alert", "9"], "there is no alert 9 in '{run}': it has 3 (1-3); `mindwatch explain"),
+        (["--alert", "9"], "there is no alert 9 in '{run}': it has 3 (1-3); `{mindwatch} explain"),
         (["--step", "301"], "no alert at step 301 in '{run}'; alerts are at steps 200, 300, 420"),
         (["--alert", "2", "--step", "300"], "give --alert or --step, not both"),
         (["--alert", "0"], "0 is not in the range x>=1"),
@@ -236,7 +237,8 @@ def test_an_alert_that_is_not_there_exits_2_naming_it(
 ) -> None:
     result = explain(str(run), *args)
     assert result.exit_code == 2, result.output
-    assert says.format(run=run) in " ".join(result.output.split())
+    said = says.format(run=run, mindwatch=mindwatch_command())
+    assert said in " ".join(result.output.split())
 
 
 def test_bad_run_folders_exit_2_with_the_fix(run: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from mindwatch.common.i18n import _, ngettext
 from mindwatch.events.reader import event_files
 from mindwatch.tools.convert.logs import convert_logs, find_logs, log_destinations
 from mindwatch.tools.convert.summaries import (
@@ -129,10 +130,20 @@ def _convert_summaries(
     )
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(result.skipped.items())) or "none"
     runs = ", ".join(result.runs)
-    return (
-        f"converted {len(result.runs)} summary folder(s) into run(s) {runs} below {dst}: "
-        f"{found}; {len(result.tags)} tags: {', '.join(sorted(result.tags))}; "
-        f"{result.records:,} records read; skipped: {skipped}"
+    converted = ngettext(
+        "converted {count} summary folder into run {runs} below {dst}",
+        "converted {count} summary folders into runs {runs} below {dst}",
+        len(result.runs),
+    ).format(count=len(result.runs), runs=runs, dst=dst)
+    return _(
+        "{converted}: {found}; {count} tags: {tags}; {records:,} records read; skipped: {skipped}"
+    ).format(
+        converted=converted,
+        found=found,
+        count=len(result.tags),
+        tags=", ".join(sorted(result.tags)),
+        records=result.records,
+        skipped=skipped,
     )
 
 
@@ -147,13 +158,25 @@ def _convert_logs(
     summary = convert_logs(
         logs, dst, steps_per_epoch=steps_per_epoch, follow=follow, interval=interval
     )
+    read = ngettext("{count} log", "{count} logs", len(logs)).format(count=len(logs))
     if not summary.points:
         raise ConversionError(
-            f"no MFLossMonitor / LossMonitor / TimeMonitor lines in {len(logs)} log(s) "
-            f"({summary.lines} lines read)"
+            _(
+                "no MFLossMonitor / LossMonitor / TimeMonitor lines in {logs} ({count} lines read)"
+            ).format(logs=read, count=summary.lines)
         )
-    return (
-        f"converted {len(logs)} log(s) into {len(summary.runs)} run(s) below {dst}: "
-        f"{summary.points:,} points, tags {', '.join(sorted(summary.tags))}; "
-        f"{summary.lines:,} lines read, {summary.skipped} monitor-like lines not understood"
+    runs = ngettext("{count} run", "{count} runs", len(summary.runs)).format(
+        count=len(summary.runs)
+    )
+    return _(
+        "converted {logs} into {runs} below {dst}: {points:,} points, tags {tags}; "
+        "{count:,} lines read, {skipped} monitor-like lines not understood"
+    ).format(
+        logs=read,
+        runs=runs,
+        dst=dst,
+        points=summary.points,
+        tags=", ".join(sorted(summary.tags)),
+        count=summary.lines,
+        skipped=summary.skipped,
     )

@@ -13,7 +13,7 @@ from mindwatch.run.info import process_alive
 from mindwatch.run.ranks import rank_of_run
 from mindwatch.run.record import read_run_info
 from mindwatch.tools.completeness import ENDED
-from mindwatch.tools.doctor.findings import Finding
+from mindwatch.tools.doctor.findings import Finding, run_check
 from mindwatch.tools.ranks import behind, rank_progress, stopped_message
 
 __all__ = ["SILENT_SECS", "rank_findings"]
@@ -53,7 +53,7 @@ def rank_findings(runs: list[tuple[str, Path]], now: Optional[float] = None) -> 
         progress = rank_progress(folder)
         if len(progress) < 2:
             continue
-        check = f"run {name}"
+        check = run_check(name)
         ended, flush_secs = _ended(folder)
         late = behind(progress, min_lag=max(2 * flush_secs, 1.0) if ended else SILENT_SECS)
         for rank, others in late:

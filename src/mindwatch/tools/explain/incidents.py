@@ -25,6 +25,7 @@ from typing import Any, Optional
 from mindwatch.alerts.model import severity_rank
 from mindwatch.alerts.reading import read_alerts
 from mindwatch.common.i18n import _
+from mindwatch.common.invocation import command_line
 from mindwatch.common.side_files import NotASideFileError, parse_json, read_side_file
 from mindwatch.run.layout import ALERTS_FILE, RUN_FILE, has_event_files
 
@@ -183,8 +184,10 @@ def choose(
             raise ExplainError(
                 _(
                     "there is no alert {number} in '{run}': it has {count} (1-{count}); "
-                    "`mindwatch explain {run}` lists them"
-                ).format(number=number, run=run, count=len(found))
+                    "`{command}` lists them"
+                ).format(
+                    number=number, run=run, count=len(found), command=command_line("explain", run)
+                )
             )
         return found[number - 1]
     if step is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from mindwatch.common.i18n import _, ngettext
 from mindwatch.tools.runs.folders import Run
 from mindwatch.tools.runs.retention import Pruning, format_size
 
@@ -101,30 +102,39 @@ def summary_lines(pruning: Pruning) -> list[str]:
     lines = []
     active = sum(run.active for run in found)
     total = sum(run.size for run in found)
-    lines.append(
-        f"{len(found)} run{'s' if len(found) != 1 else ''}, {format_size(total)}"
-        + (f"; {active} active (never deleted)" if active else "")
+    counted = ngettext("{count} run, {size}", "{count} runs, {size}", len(found)).format(
+        count=len(found), size=format_size(total)
     )
+    if active:
+        counted = _("{runs}; {count} active (never deleted)").format(runs=counted, count=active)
+    lines.append(counted)
     freed = sum(run.size for run in marked if run.name not in failed)
     if marked and not pruning.deleted:
-        lines.append(
-            f"Would delete {len(marked)} run(s), freeing {format_size(freed)}. "
-            "Add --yes to delete them."
+        would = ngettext(
+            "Would delete {count} run, freeing {size}. Add --yes to delete it.",
+            "Would delete {count} runs, freeing {size}. Add --yes to delete them.",
+            len(marked),
         )
+        lines.append(would.format(count=len(marked), size=format_size(freed)))
     elif marked:
         lines += [
-            f"deleted {run.name} ({format_size(run.size)})"
+            _("deleted {run} ({size})").format(run=run.name, size=format_size(run.size))
             for run in marked
             if run.name not in failed
         ]
         done = len(marked) - len(failed)
-        lines.append(f"Deleted {done} run(s), freed {format_size(freed)}.")
+        deleted = ngettext(
+            "Deleted {count} run, freed {size}.", "Deleted {count} runs, freed {size}.", done
+        )
+        lines.append(deleted.format(count=done, size=format_size(freed)))
     elif pruning.policy:
-        lines.append("Nothing to delete.")
+        lines.append(_("Nothing to delete."))
     kept = total - sum(run.size for run in marked)
     if max_size is not None and kept > max_size:
         lines.append(
-            f"The kept runs total {format_size(kept)}, still over --max-size "
-            f"{format_size(max_size)}: the rest is active and never deleted."
+            _(
+                "The kept runs total {size}, still over --max-size {limit}: the rest is "
+                "active and never deleted."
+            ).format(size=format_size(kept), limit=format_size(max_size))
         )
     return lines

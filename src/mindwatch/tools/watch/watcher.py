@@ -44,6 +44,7 @@ from typing import Callable, Optional, Protocol
 from mindwatch.alerts.engine import RuleEngine
 from mindwatch.alerts.model import Alert, likely_causes
 from mindwatch.common.i18n import _, set_language
+from mindwatch.common.invocation import command_line
 from mindwatch.common.waits import wait_seconds
 from mindwatch.config import AlertSettings
 from mindwatch.events.mixing import mixed_runs
@@ -184,11 +185,18 @@ class Watcher:
             self._saved.pop(name, None)
             folder = run.folder if run is not None else self.logdir / name
             shown = run.engine.run if run is not None else name
-            why = "holds no event files any more" if folder.is_dir() else "is gone"
-            self.on_info(
-                f"mindwatch watch: {shown}: its folder {folder} {why} (deleted or moved); "
-                "it is no longer watched"
+            said = (
+                _(
+                    "mindwatch watch: {run}: its folder {folder} holds no event files any "
+                    "more (deleted or moved); it is no longer watched"
+                )
+                if folder.is_dir()
+                else _(
+                    "mindwatch watch: {run}: its folder {folder} is gone (deleted or moved); "
+                    "it is no longer watched"
+                )
             )
+            self.on_info(said.format(run=shown, folder=folder))
 
     def _mixing(self, run: _Run) -> None:
         """When files appeared: whether the folder now mixes runs; then say so, follow
@@ -201,8 +209,14 @@ class Watcher:
         count = len(mixed.runs) if mixed is not None else 1
         if mixed is not None and count > run.runs_seen:
             self.on_notice(
-                f"mindwatch watch: {run.engine.run}: {mixed.describe()}; the rules follow "
-                f"the newest run only. To split the folder: {'; '.join(mixed.split_commands())}"
+                _(
+                    "mindwatch watch: {run}: {mixed}; the rules follow the newest run only. "
+                    "To split the folder: {commands}"
+                ).format(
+                    run=run.engine.run,
+                    mixed=mixed.describe(),
+                    commands="; ".join(mixed.split_commands()),
+                )
             )
             if run.runs_seen:
                 run.engine = RuleEngine(
@@ -253,8 +267,14 @@ class Watcher:
         gap = steps_gap(info, run.last_step, None)
         if gap is not None:
             self.on_notice(
-                f"mindwatch watch: {run.engine.run}: {gap.describe()}; the rules saw what "
-                f"they hold (`mindwatch doctor {run.folder}` says why)"
+                _(
+                    "mindwatch watch: {run}: {gap}; the rules saw what they hold "
+                    "(`{command}` says why)"
+                ).format(
+                    run=run.engine.run,
+                    gap=gap.describe(),
+                    command=command_line("doctor", run.folder),
+                )
             )
 
     def _observe(self, run: _Run, step: int, values: dict[str, float], wall: float) -> list[Alert]:
