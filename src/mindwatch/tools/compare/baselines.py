@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from mindwatch.common.invocation import command_line
 from mindwatch.run.layout import RUN_FILE
 from mindwatch.tools.compare.checks import CompareError
 
@@ -45,7 +46,7 @@ def resolve(given: Path, folder: Path) -> Path:
         return named
     raise CompareError(
         f"'{given}' is neither a run folder nor a saved baseline in '{folder}'; "
-        f"save one with `mindwatch compare RUN --save-baseline {given}`"
+        f"save one with `{command_line('compare', 'RUN', '--save-baseline', given)}`"
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from mindwatch.common.i18n import _
+from mindwatch.common.invocation import command_line
 from mindwatch.events.mixing import mixed_runs
 from mindwatch.run.record import read_run_info
 from mindwatch.tools.compare.checks import Check, CompareError, Tolerances
@@ -71,11 +72,10 @@ def _one(folder: Path, frame: pd.DataFrame, name: str) -> RunData:
     gap = steps_gap(record, *held_steps(chosen["tag"], chosen["step"]))
     if gap is not None:  # a gate on part of a run: say so, and compare what is there
         log.warning(
-            "mindwatch: %s: %s; the comparison uses what they hold "
-            "(`mindwatch doctor %s` says why)",
+            "mindwatch: %s: %s; the comparison uses what they hold (`%s` says why)",
             where,
             gap.describe(),
-            where,
+            command_line("doctor", where),
         )
     return RunData(where, chosen, facts(record))
 
