@@ -775,6 +775,9 @@ def compare_command(
         subject = cmp.load_run(run)
         if baselines:
             bases = [b for given in baselines for b in cmp.load_runs(cmp.resolve(given, folder))]
+            # A folder of baselines may hold the run itself: it is not its own baseline.
+            others = [b for b in bases if b.folder.resolve() != subject.folder.resolve()]
+            bases = others or bases
             checks = cmp.compare_runs(subject.frame, [b.frame for b in bases], tol)
             changed = cmp.changes(subject.facts, [b.facts for b in bases])
             result = cmp.report_json(checks, tol, subject, bases, changed)
@@ -785,7 +788,8 @@ def compare_command(
             if json_out is None or str(json_out) != "-":
                 _print_comparison(checks, changed, bases, passed=passed)
         if save_name is not None:
-            _save_baseline(subject.folder, save_name, folder, keep, passed=passed)
+            quiet = json_out is not None and str(json_out) == "-"  # stdout holds the JSON
+            _save_baseline(subject.folder, save_name, folder, keep, passed=passed, err=quiet)
     except cmp.CompareError as exc:
         raise InputError(str(exc)) from exc
     ctx.exit(0 if passed else 1)
@@ -816,12 +820,17 @@ def _write_compare_outputs(
         raise InputError(f"cannot write the result: {exc}") from exc
 
 
-def _save_baseline(run: Path, name: str, folder: Path, keep: int, *, passed: bool) -> None:
+def _save_baseline(
+    run: Path, name: str, folder: Path, keep: int, *, passed: bool, err: bool
+) -> None:
     from mindwatch.common.i18n import _, ngettext
     from mindwatch.tools import compare as cmp
 
     if not passed:
-        click.echo(_("not saved as baseline '{name}': the run has regressions").format(name=name))
+        click.echo(
+            _("not saved as baseline '{name}': the run has regressions").format(name=name),
+            err=err,
+        )
         return
     saved = cmp.save(run, name, folder, keep=keep)
     count = len(saved.runs)
@@ -830,10 +839,11 @@ def _save_baseline(run: Path, name: str, folder: Path, keep: int, *, passed: boo
             "saved as baseline '{name}' in {folder} ({count} run)",
             "saved as baseline '{name}' in {folder} ({count} runs)",
             count,
-        ).format(name=name, folder=folder / name, count=count)
+        ).format(name=name, folder=folder / name, count=count),
+        err=err,
     )
     for old in saved.removed:
-        click.echo("  " + _("dropped the oldest: {run}").format(run=old.name))
+        click.echo("  " + _("dropped the oldest: {run}").format(run=old.name), err=err)
 
 
 def _print_comparison(
@@ -849,7 +859,10 @@ def _print_comparison(
     facts = [c for c in changed if c.kind == "fact"]
     if changed:
         labels = dict(FACTS)
-        shown = ", ".join(_(labels[c.key]) for c in facts) or _("its config")
+        what = [_(labels[c.key]) for c in facts]
+        if any(c.kind == "config" for c in changed):
+            what.append(_("its config"))
+        shown = ", ".join(what)
         click.echo(_("warning: the run differs from its baseline in {what}:").format(what=shown))
         _echo_table(console, changes_table(changed))
         click.echo("")

@@ -222,3 +222,23 @@ def test_what_changed_names_versions_device_and_world_size(tmp_path: Path) -> No
         ["world", "size", "1", "8"],
     ]
     assert lines[6] == ""
+
+
+def test_a_run_in_its_baseline_folder_is_not_its_own_baseline(
+    job: dict[str, Path], tmp_path: Path
+) -> None:
+    folder = tmp_path / "all"
+    for name in ("seed0", "seed1", "seed2"):
+        shutil.copytree(job[name], folder / name)
+    result = compare(str(folder / "seed2"), "--baseline", str(folder), "--json", "-")
+    data = json.loads(result.output)
+    assert sorted(Path(b).name for b in data["baselines"]) == ["seed0", "seed1"]
+    # --json - with --save-baseline: stdout stays JSON, the save is told on stderr
+    store = tmp_path / "store"
+    saved = compare(
+        str(job["seed3"]),
+        *("--baseline", str(folder), "--json", "-"),
+        *("--save-baseline", "n", "--baselines-dir", str(store)),
+    )
+    assert json.loads(saved.stdout)["passed"] is True
+    assert "saved as baseline 'n'" in saved.stderr
