@@ -5,6 +5,10 @@ time, the step and the values change. Such records have the same length and the 
 bytes everywhere else, so a group of them is one ``(records, length)`` byte matrix:
 its wall times, steps and float32 values are columns, read in one numpy operation.
 
+Records of one length but different tags (torch and tensorboardX write one tag per
+event) are told apart by the bytes outside those columns that differ in the group
+(typically a tag's last characters), and each kind is decoded as its own group.
+
 The layout is learnt from the group's first record (``wall_time``, ``step``, then a
 ``summary`` of values holding only ``tag`` and ``simple_value``, in field order, as
 mindwatch, torch, tensorboardX and protobuf itself serialize them). Every other record
@@ -21,11 +25,12 @@ import numpy as np
 import numpy.typing as npt
 
 from mindwatch.events.protowire import read_varint
+from mindwatch.events.spans import Spans, by_length
 
-__all__ = ["Decoded", "decode_uniform_groups"]
+__all__ = ["Decoded", "decode_spans", "decode_uniform_groups"]
 
 _MIN_GROUP = 16  # smaller groups: protobuf is as fast and simpler
-_MAX_SKELETONS = 64  # distinct events of one length tried before leaving the rest to protobuf
+_KEY_BYTES = 8  # bytes telling a group's events apart that fit one integer key
 
 
 @dataclass
@@ -104,6 +109,15 @@ def _columns(
     values = np.ascontiguousarray(columns).view("<f4").astype(np.float64)
     ids = [tag_index.setdefault(t, len(tag_index)) for t in layout.tags]
     count = len(layout.tags)
+    if count == 1:
+        return (
+            index,
+            np.zeros(len(index), dtype=np.int64),
+            np.full(len(index), ids[0], dtype=np.int64),
+            steps,
+            walls,
+            values.reshape(-1),
+        )
     return (
         np.repeat(index, count),
         np.tile(np.arange(count, dtype=np.int64), len(index)),
@@ -114,49 +128,113 @@ def _columns(
     )
 
 
-def decode_uniform_groups(payloads: list[bytes]) -> Decoded:
-    """Decode every group of same-length plain scalar events with numpy."""
-    n = len(payloads)
+def _whole_varints(step_bytes: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Rows whose bytes are one varint exactly: every byte but the last continues it."""
+    ok = step_bytes[:, -1] < 0x80
+    for k in range(step_bytes.shape[1] - 1):
+        ok &= step_bytes[:, k] >= 0x80
+    return np.asarray(ok)
+
+
+def _kinds(fixed: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
+    """The rows of ``fixed`` grouped by identical contents (row indices, each ascending)."""
+    differs = np.flatnonzero((fixed != fixed[0]).any(axis=0))
+    if not len(differs):
+        return [np.arange(len(fixed))]
+    if len(differs) <= 2:  # e.g. a tag's last character: a radix sort of 16-bit keys
+        key16 = fixed[:, differs[0]].astype(np.uint16)
+        if len(differs) == 2:
+            key16 = (key16 << np.uint16(8)) | fixed[:, differs[1]]
+        order = np.argsort(key16, kind="stable")
+        bounds = np.flatnonzero(np.diff(key16[order])) + 1
+        return np.split(order, bounds)
+    if len(differs) <= _KEY_BYTES:
+        key = np.zeros(len(fixed), dtype=np.uint64)
+        for column in differs.tolist():
+            key = (key << np.uint64(8)) | fixed[:, column].astype(np.uint64)
+        _, label = np.unique(key, return_inverse=True)
+    else:  # rare: many bytes differ (long, different tags of one length)
+        rows = np.ascontiguousarray(fixed[:, differs])
+        keys = rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
+        _, label = np.unique(keys, return_inverse=True)
+    label = label.ravel()
+    order = np.argsort(label, kind="stable")
+    bounds = np.flatnonzero(np.diff(label[order])) + 1
+    return np.split(order, bounds)
+
+
+def decode_spans(spans: Spans) -> Decoded:
+    """Decode every group of same-length plain scalar events of ``spans`` with numpy."""
+    n = len(spans)
     handled = np.zeros(n, dtype=bool)
-    by_length: dict[int, list[int]] = {}
-    for i, payload in enumerate(payloads):
-        by_length.setdefault(len(payload), []).append(i)
     parts: list[tuple[np.ndarray[Any, Any], ...]] = []
     tag_index: dict[str, int] = {}
-    for length, members in by_length.items():
-        if len(members) < _MIN_GROUP:
-            continue
-        layout = _layout(payloads[members[0]])
-        if layout is None:
-            continue
-        rows = np.frombuffer(b"".join(payloads[i] for i in members), dtype=np.uint8)
-        rows = rows.reshape(len(members), length)
-        variable = np.zeros(length, dtype=bool)
-        variable[1:9] = True  # wall time
-        variable[layout.step_at : layout.step_at + layout.step_len] = True
-        for at in layout.float_at:
-            variable[at : at + 4] = True
-        # Same length, different tags (torch writes one tag per event): peel off one
-        # sub-group per distinct skeleton, each checked against its own first record.
-        fixed = rows[:, ~variable]
-        member_index = np.asarray(members, dtype=np.int64)
-        remaining = np.arange(len(members))
-        for _ in range(_MAX_SKELETONS):
-            if len(remaining) < _MIN_GROUP:
-                break
-            same = (fixed[remaining] == fixed[remaining[0]]).all(axis=1)
-            chosen, remaining = remaining[same], remaining[~same]
-            if len(chosen) < _MIN_GROUP:
-                continue
-            own = _layout(payloads[int(member_index[chosen[0]])])
-            if own is None or (own.step_len, own.float_at) != (layout.step_len, layout.float_at):
-                continue
-            parts.append(_columns(rows[chosen], member_index[chosen], own, tag_index))
-            handled[member_index[chosen]] = True
-    tags = sorted(tag_index, key=tag_index.__getitem__)
+    if n:
+        buf = np.frombuffer(spans.data, dtype=np.uint8)
+        for length, members in by_length(spans.lengths):
+            if len(members) >= _MIN_GROUP:
+                _decode_group(spans, buf, members, length, tag_index, parts, handled)
     if not parts:
         empty_i = np.zeros(0, dtype=np.int64)
         empty_f = np.zeros(0, dtype=np.float64)
+        tags = sorted(tag_index, key=tag_index.__getitem__)
         return Decoded(handled, empty_i, empty_i, empty_i, empty_i, empty_f, empty_f, tags)
     record, position, tag, step, wall, value = (np.concatenate(c) for c in zip(*parts))
-    return Decoded(handled, record, position, tag, step, wall, value, tags)
+    # Tags numbered in the order they first appear in the records (as one decoder
+    # reading them in order would), not in the order the groups were decoded.
+    first: dict[int, tuple[int, int]] = {}
+    for part in parts:  # a part's first record holds every tag of the part
+        head = part[0] == part[0][0]
+        r = int(part[0][0])
+        for p, t in zip(part[1][head].tolist(), part[2][head].tolist()):
+            if t not in first or (r, p) < first[t]:
+                first[t] = (r, p)
+    names = sorted(tag_index, key=tag_index.__getitem__)
+    renumbered = sorted(first, key=first.__getitem__)
+    table = np.zeros(len(names), dtype=np.int64)
+    table[renumbered] = np.arange(len(renumbered))
+    tags = [names[t] for t in renumbered]
+    return Decoded(handled, record, position, table[tag], step, wall, value, tags)
+
+
+def _decode_group(
+    spans: Spans,
+    buf: np.ndarray[Any, Any],
+    members: np.ndarray[Any, Any],
+    length: int,
+    tag_index: dict[str, int],
+    parts: list[tuple[np.ndarray[Any, Any], ...]],
+    handled: np.ndarray[Any, Any],
+) -> None:
+    """Decode the records ``members`` (all ``length`` long) that are plain scalar events."""
+    layout = _layout(spans.payload(int(members[0])))
+    if layout is None:
+        return
+    rows = np.lib.stride_tricks.sliding_window_view(buf, length)[spans.starts[members]]
+    variable = np.zeros(length, dtype=bool)
+    variable[1:9] = True  # wall time
+    variable[layout.step_at : layout.step_at + layout.step_len] = True
+    for at in layout.float_at:
+        variable[at : at + 4] = True
+    # Only rows whose step bytes are one varint of the layout's width share its layout.
+    whole = _whole_varints(rows[:, layout.step_at : layout.step_at + layout.step_len])
+    if not whole.all():
+        keep = np.flatnonzero(whole)
+        rows, members = rows[keep], members[keep]
+    if len(members) < _MIN_GROUP:
+        return
+    # Same length, different tags (torch writes one tag per event): one sub-group per
+    # distinct skeleton, each checked against its own first record.
+    for chosen in _kinds(rows[:, ~variable]):
+        if len(chosen) < _MIN_GROUP:
+            continue
+        own = _layout(spans.payload(int(members[chosen[0]])))
+        if own is None or (own.step_len, own.float_at) != (layout.step_len, layout.float_at):
+            continue
+        parts.append(_columns(rows[chosen], members[chosen], own, tag_index))
+        handled[members[chosen]] = True
+
+
+def decode_uniform_groups(payloads: list[bytes]) -> Decoded:
+    """Decode every group of same-length plain scalar events with numpy."""
+    return decode_spans(Spans.of(payloads))

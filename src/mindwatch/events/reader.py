@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from mindwatch.common.invocation import command_line
 from mindwatch.events.crc import CRC32C_TABLE, crc32c
+from mindwatch.events.spans import Spans, check_crcs, frame
 from mindwatch.events.steporder import is_step_axis, steps_out_of_order
 
 __all__ = [
@@ -206,6 +207,66 @@ class RecordReader:
         finally:
             self._report_damage()
 
+    def read_spans(self) -> Spans:
+        """Every complete record after :attr:`offset`, all at once, as :meth:`read`
+        returns them one at a time (same checks, same warnings, same :attr:`stats`), but
+        framed and CRC-checked many records together (:mod:`mindwatch.events.spans`):
+        for reading a file whole. The records are copied out of the file in one piece."""
+        try:
+            with open(self.path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size <= self.offset:
+                    return Spans.empty()
+                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    return self._spans(data, len(data))
+        except FileNotFoundError:
+            return Spans.empty()  # rotated away or deleted between listing and reading
+        finally:
+            self._report_damage()
+
+    def _spans(self, whole: mmap.mmap, end: int) -> Spans:
+        base = self.offset
+        data = whole[base:end]  # positions below are relative to base
+        starts: list[npt.NDArray[np.int64]] = []
+        lengths: list[npt.NDArray[np.int64]] = []
+        pos = 0
+        while True:
+            found = frame(data, pos, len(data), self.max_record_bytes)
+            if len(found.starts):
+                ok = check_crcs(data, found.starts, found.lengths)
+                self._count(found.starts + base, found.lengths, ok)
+                starts.append(found.starts[ok])
+                lengths.append(found.lengths[ok])
+            pos = found.stop
+            self.offset = base + pos
+            if not found.damaged:
+                break
+            pos = self._resync(whole, base + pos, end, "a damaged record header") - base
+        if not starts:
+            return Spans.empty()
+        at = np.concatenate(starts)
+        return Spans(data, at + HEADER, np.concatenate(lengths), at + base, np.zeros_like(at))
+
+    def _count(
+        self, at: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], ok: npt.NDArray[np.bool_]
+    ) -> None:
+        """Account for framed records as :meth:`_records` does one at a time: good ones
+        counted, each one failing its data CRC reported as damage, in file order."""
+        stats = self.stats
+        done = -1
+        for i in np.flatnonzero(~ok).tolist():
+            if i - done > 1:
+                stats.records += i - done - 1
+                if self._pending is not None:
+                    self._report_damage()  # the damaged region ended before this one
+            length = HEADER + int(lengths[i]) + FOOTER
+            self._corrupt(int(at[i]), length, "a record whose data fails its CRC")
+            done = i
+        if len(ok) - done > 1:
+            stats.records += len(ok) - done - 1
+            if self._pending is not None:
+                self._report_damage()
+
     def _records(self, data: mmap.mmap, end: int) -> Iterator[bytes]:
         pos = self.offset
         limit = self.max_record_bytes
@@ -323,11 +384,11 @@ class RecordReader:
             pos += len(chunk)
         return end
 
-    def skip_record(self, what: str) -> None:
-        """Count the record just returned as damage (its CRCs pass, its contents do not
-        parse): for the layers above, which decode it."""
+    def skip_record(self, what: str, at: Optional[int] = None) -> None:
+        """Count the record just returned (or the one at offset ``at``) as damage (its
+        CRCs pass, its contents do not parse): for the layers above, which decode it."""
         self._report_damage()
-        self._corrupt(self.offset, 0, what)
+        self._corrupt(self.offset if at is None or at < 0 else at, 0, what)
         self._report_damage()
 
     def _corrupt(self, offset: int, length: int, what: str) -> None:
@@ -543,19 +604,12 @@ class RunReader:
         """
         from tensorboard.compat.proto.event_pb2 import Event
 
-        from mindwatch.events.fastscalars import decode_uniform_groups
+        from mindwatch.events.fastscalars import decode_spans
 
-        payloads: list[bytes] = []
-        readers: list[RecordReader] = []
-        files: list[int] = []  # the file of each payload, by its place in reading order
         names = event_files(self.folder)
-        for place, name in enumerate(names):
-            reader = self._reader(name)
-            for payload in reader.read():
-                payloads.append(payload)
-                readers.append(reader)
-                files.append(place)
-        fast = decode_uniform_groups(payloads)
+        readers = [self._reader(name) for name in names]
+        spans = Spans.join([reader.read_spans() for reader in readers])
+        fast = decode_spans(spans)
         tag_index = {tag: i for i, tag in enumerate(fast.tags)}
         records: list[int] = []
         positions: list[int] = []
@@ -566,14 +620,16 @@ class RunReader:
         purges: list[tuple[int, int]] = []
         parse = Event.FromString
         plugins = self._plugins
-        handled = fast.handled.tolist()
-        for i, payload in enumerate(payloads):
-            if handled[i]:
-                continue
+        data = spans.data
+        left = np.flatnonzero(~fast.handled)
+        for i, start, length in zip(
+            left.tolist(), spans.starts[left].tolist(), spans.lengths[left].tolist()
+        ):
             try:
-                event = parse(payload)
+                event = parse(data[start : start + length])
             except Exception:
-                readers[i].skip_record("a record that is not an event")
+                reader = readers[int(spans.file[i])]
+                reader.skip_record("a record that is not an event", int(spans.at[i]))
                 continue
             what = event.WhichOneof("what")
             if what == "session_log" and event.session_log.status == 1:
@@ -607,7 +663,8 @@ class RunReader:
         step_col = np.concatenate([fast.step, np.asarray(steps, dtype=np.int64)])
         wall_col = np.concatenate([fast.wall, np.asarray(walls, dtype=np.float64)])
         value_col = np.concatenate([fast.value, np.asarray(values, dtype=np.float64)])
-        order = np.lexsort((position, record))
+        # One sort key (the parts are each in order already: a stable sort merges them).
+        order = np.argsort(record * (int(position.max(initial=0)) + 1) + position, kind="stable")
         keep = np.ones(len(order), dtype=bool)
         record, step_col = record[order], step_col[order]
         for at, purge_step in purges:  # TensorBoard's restart marker voids earlier points
@@ -617,7 +674,7 @@ class RunReader:
         for tag, i in tag_index.items():
             table[i] = tag
         if not self._order_warned:
-            file_col = np.asarray(files, dtype=np.int64)[record[keep]]
+            file_col = spans.file[record[keep]]
             self._warn_step_order(file_col, tag_col[order], step_col[keep], table, names)
         return (
             table[tag_col[order]] if len(table) else np.zeros(0, dtype=object),
