@@ -1,11 +1,14 @@
 """Reading scalars back: mindwatch.read_scalars vs EventAccumulator and tbparse.
 
-The same file for everyone: 200,000 scalar points (10 tags x 20,000 steps) written by
-mindwatch (one event per step), and the same points written by torch's SummaryWriter
-(one event per point, as torch writes them). Every reader must return every point
-(EventAccumulator with ``size_guidance`` 0 = keep all; its default keeps 10,000 random
-points per tag); the results are checked against each other before any time is printed.
-The floor is a bare loop over the records that only checks their CRCs.
+The same 200,000 scalar points (10 tags x 20,000 steps) in the shapes writers leave them:
+mindwatch's (one event per step holding every tag), and one scalar per event as torch's
+and tensorboardX's SummaryWriter write them, as MindFormers writes them (tensorboardX's
+writer, MindFormers' tags of different lengths) and as mindwatch.SummaryWriter writes
+them (when this mindwatch has it). For each file, first the exact-value check: every
+reader's points (tag, step, float32 value, in order) must equal EventAccumulator's
+(with ``size_guidance`` 0 = keep all; its default keeps 10,000 random points per tag);
+only then are the reads timed, side by side in one run. The floor is a bare Python loop
+over the records that only checks their CRCs.
 
 A second table (issue 20) reads damage: a short run followed by 50 MB of zeros (what
 power loss leaves), of 0xFF bytes, of random bytes and of small int64 integers (a
@@ -15,6 +18,7 @@ incremental RunReader and EventAccumulator (which stops at the first damage). Pa
 damage must cost less than reading as many bytes of real events.
 
     python benchmarks/read.py [--repeats 3] [--steps 20000] [--damage-mb 50]
+        [--files mindwatch,torch,tensorboardX,MindFormers,SummaryWriter]
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 import mindwatch
+from mindwatch.events.crc import BACKEND as CRC_BACKEND
 from mindwatch.events.crc import crc32c
 
 TAGS = [f"bench/tag{i}" for i in range(10)]
@@ -41,13 +46,67 @@ def write_mindwatch(folder: Path, steps: int) -> None:
             mon.log_scalars(step, {tag: step * 0.001 + i for i, tag in enumerate(TAGS)})
 
 
+def per_event(writer: Any, steps: int, tags: list[str]) -> None:
+    """One ``add_scalar`` a tag a step: one scalar per event."""
+    with writer:
+        for step in range(1, steps + 1):
+            for i, tag in enumerate(tags):
+                writer.add_scalar(tag, step * 0.001 + i, step)
+
+
 def write_torch(folder: Path, steps: int) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
-    with SummaryWriter(str(folder), max_queue=10**6, flush_secs=3600) as writer:
-        for step in range(1, steps + 1):
-            for i, tag in enumerate(TAGS):
-                writer.add_scalar(tag, step * 0.001 + i, step)
+    per_event(SummaryWriter(str(folder), max_queue=10**6, flush_secs=3600), steps, TAGS)
+
+
+def write_tensorboardx(folder: Path, steps: int) -> None:
+    from tensorboardX import SummaryWriter
+
+    per_event(SummaryWriter(str(folder), max_queue=10**6, flush_secs=3600), steps, TAGS)
+
+
+# MindFormers' training callback writes each of these with tensorboardX's add_scalar
+# every logged step: one scalar per event, tags of different lengths.
+MINDFORMERS_TAGS = [
+    "loss",
+    "learning-rate",
+    "global-norm",
+    "loss-scale",
+    "batch-size",
+    "epoch",
+    "step-time",
+    "throughput",
+    "model-flops-throughput-per-npu",
+    "overflow",
+]
+
+
+def write_mindformers(folder: Path, steps: int) -> None:
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(folder), max_queue=10**6, flush_secs=3600)
+    per_event(writer, steps, MINDFORMERS_TAGS)
+
+
+def write_summarywriter(folder: Path, steps: int) -> None:
+    per_event(mindwatch.SummaryWriter(str(folder)), steps, TAGS)  # type: ignore[attr-defined]
+
+
+WRITERS: dict[str, Callable[[Path, int], None]] = {
+    "mindwatch": write_mindwatch,
+    "torch": write_torch,
+    "tensorboardX": write_tensorboardx,
+    "MindFormers": write_mindformers,
+    "SummaryWriter": write_summarywriter,
+}
+LABELS = {
+    "mindwatch": "mindwatch Monitor file (one event per step, 10 scalars each)",
+    "torch": "torch SummaryWriter file (one scalar per event)",
+    "tensorboardX": "tensorboardX SummaryWriter file (one scalar per event)",
+    "MindFormers": "MindFormers-shaped file (tensorboardX, its tags, one scalar per event)",
+    "SummaryWriter": "mindwatch.SummaryWriter file (add_scalar)",
+}
 
 
 def read_floor(folder: Path) -> int:
@@ -172,13 +231,36 @@ def timed(read: Callable[[Path], Any], folder: Path) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def exact_check(folder: Path, points: int) -> dict[str, list[tuple[int, float]]]:
+    """EventAccumulator's points, after checking mindwatch's and tbparse's equal them
+    exactly (tags, steps and float32 values, in order)."""
+    reference = read_accumulator(folder)
+    found = sum(len(v) for v in reference.values())
+    assert found == points, f"EventAccumulator read {found} points, not {points}"
+    assert frame_points(read_mindwatch(folder)) == reference, "read_scalars differs"
+    assert frame_points(read_tbparse(folder)) == reference, "tbparse differs"
+    return reference
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--damage-mb", type=int, default=50, help="0: no damage table")
+    parser.add_argument(
+        "--files",
+        default=",".join(WRITERS),
+        help="which writers' files to read, comma-separated (default: all; SummaryWriter "
+        "only where this mindwatch has it)",
+    )
     args = parser.parse_args()
     points = args.steps * len(TAGS)
+    chosen = [name for name in args.files.split(",") if name]
+    unknown = set(chosen) - set(WRITERS)
+    if unknown:
+        parser.error(f"unknown --files {sorted(unknown)}; choose from {list(WRITERS)}")
+    if "SummaryWriter" in chosen and not hasattr(mindwatch, "SummaryWriter"):
+        chosen.remove("SummaryWriter")
     readers: dict[str, Callable[[Path], Any]] = {
         "floor: records + CRCs only": read_floor,
         "mindwatch.read_scalars": read_mindwatch,
@@ -186,32 +268,36 @@ def main() -> None:
         "tbparse SummaryReader": read_tbparse,
     }
     with tempfile.TemporaryDirectory() as root:
-        files = {"mindwatch file": Path(root, "mw"), "torch file": Path(root, "torch")}
-        write_mindwatch(files["mindwatch file"], args.steps)
-        write_torch(files["torch file"], args.steps)
         print(
-            f"{points:,} scalar points (10 tags x {args.steps:,} steps), median of "
-            f"{args.repeats}; every reader's points checked equal to EventAccumulator's\n"
+            f"{points:,} scalar points (10 tags x {args.steps:,} steps) a file, median of "
+            f"{args.repeats}; crc32c backend: {CRC_BACKEND}\n"
         )
-        for label, folder in files.items():
-            times: dict[str, list[float]] = {name: [] for name in readers}
-            reference = read_accumulator(folder)
-            assert sum(len(v) for v in reference.values()) == points
+        for name in chosen:
+            folder = Path(root, name)
+            WRITERS[name](folder, args.steps)
+            size = sum(f.stat().st_size for f in folder.glob("*tfevents*"))
+            print(f"{LABELS[name]}, {size / 1e6:.1f} MB")
+            reference = exact_check(folder, points)
+            print(
+                f"  exact-value check: mindwatch.read_scalars and tbparse return the "
+                f"{points:,} points of EventAccumulator, same tags, steps and values"
+            )
+            times: dict[str, list[float]] = {reader: [] for reader in readers}
             for _ in range(args.repeats):
-                for name, read in readers.items():
+                for reader, read in readers.items():
                     seconds, result = timed(read, folder)
-                    if name.startswith(("mindwatch", "tbparse")):
+                    if reader.startswith(("mindwatch", "tbparse")):
                         result = frame_points(result)
-                    if name != "floor: records + CRCs only":
-                        assert result == reference, f"{name} differs on the {label}"
-                    times[name].append(seconds)
+                    if reader != "floor: records + CRCs only":
+                        assert result == reference, f"{reader} differs on the {name} file"
+                    times[reader].append(seconds)
             base = statistics.median(times["EventAccumulator (keep all)"])
-            print(f"{label}")
             print(f"  {'reader':<32} {'seconds':>8} {'points/s':>12} {'vs EventAccumulator':>20}")
-            for name, values in times.items():
+            for reader, values in times.items():
                 seconds = statistics.median(values)
                 print(
-                    f"  {name:<32} {seconds:8.3f} {points / seconds:12,.0f} {base / seconds:19.1f}x"
+                    f"  {reader:<32} {seconds:8.3f} {points / seconds:12,.0f} "
+                    f"{base / seconds:19.1f}x"
                 )
             print()
         if args.damage_mb:

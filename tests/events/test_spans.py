@@ -236,7 +236,7 @@ def test_several_files_in_order_and_appended_records_read_once(tmp_path: Path) -
     write(tmp_path, first, "events.out.tfevents.1.a")
     (tmp_path / "events.out.tfevents.2.b").write_bytes(second[:-3])  # torn last record
     reader = RunReader(tmp_path)
-    tags, steps, _, values = reader.scalar_columns()
+    _, steps, _, values = reader.scalar_columns()
     assert steps.tolist() == list(range(149))
     assert values.tolist() == [float(s) for s in range(100)] + [-float(s) for s in range(100, 149)]
     with open(tmp_path / "events.out.tfevents.2.b", "ab") as handle:
@@ -249,7 +249,8 @@ def test_a_step_that_is_not_one_varint_is_left_to_protobuf(tmp_path: Path) -> No
     reads it differently, so the numpy path must not decode it."""
     records = [scalar_event(300 + k, 1.0, {"loss": 1.0}) for k in range(40)]
     odd = bytearray(records[20])
-    assert odd[10] >= 0x80 and odd[11] < 0x80  # a 2-byte step varint
+    assert odd[10] >= 0x80  # a 2-byte step varint
+    assert odd[11] < 0x80
     odd[10] = 0x05
     odd[11] = 0x10  # step 5, then the step field again: its varint is the next byte
     records[20] = bytes(odd)

@@ -31,6 +31,7 @@ __all__ = ["Decoded", "decode_spans", "decode_uniform_groups"]
 
 _MIN_GROUP = 16  # smaller groups: protobuf is as fast and simpler
 _KEY_BYTES = 8  # bytes telling a group's events apart that fit one integer key
+_MAX_LAYOUTS = 16  # layouts tried among records of one length before leaving the rest
 
 
 @dataclass
@@ -173,7 +174,9 @@ def decode_spans(spans: Spans) -> Decoded:
         buf = np.frombuffer(spans.data, dtype=np.uint8)
         for length, members in by_length(spans.lengths):
             if len(members) >= _MIN_GROUP:
-                _decode_group(spans, buf, members, length, tag_index, parts, handled)
+                _decode_group(
+                    spans, buf, members, length, tag_index=tag_index, parts=parts, handled=handled
+                )
     if not parts:
         empty_i = np.zeros(0, dtype=np.int64)
         empty_f = np.zeros(0, dtype=np.float64)
@@ -202,37 +205,52 @@ def _decode_group(
     buf: np.ndarray[Any, Any],
     members: np.ndarray[Any, Any],
     length: int,
+    *,
     tag_index: dict[str, int],
     parts: list[tuple[np.ndarray[Any, Any], ...]],
     handled: np.ndarray[Any, Any],
 ) -> None:
-    """Decode the records ``members`` (all ``length`` long) that are plain scalar events."""
-    layout = _layout(spans.payload(int(members[0])))
-    if layout is None:
-        return
-    rows = np.lib.stride_tricks.sliding_window_view(buf, length)[spans.starts[members]]
-    variable = np.zeros(length, dtype=bool)
-    variable[1:9] = True  # wall time
-    variable[layout.step_at : layout.step_at + layout.step_len] = True
-    for at in layout.float_at:
-        variable[at : at + 4] = True
-    # Only rows whose step bytes are one varint of the layout's width share its layout.
-    whole = _whole_varints(rows[:, layout.step_at : layout.step_at + layout.step_len])
-    if not whole.all():
-        keep = np.flatnonzero(whole)
-        rows, members = rows[keep], members[keep]
-    if len(members) < _MIN_GROUP:
-        return
-    # Same length, different tags (torch writes one tag per event): one sub-group per
-    # distinct skeleton, each checked against its own first record.
-    for chosen in _kinds(rows[:, ~variable]):
-        if len(chosen) < _MIN_GROUP:
+    """Decode the records ``members`` (all ``length`` long) that are plain scalar events.
+
+    Records of one length may have several layouts (MindFormers' ``overflow`` at step
+    200 is as long as its ``loss-scale`` at step 1): each layout in turn is learnt from
+    the first record not decoded yet, and the records that share it are decoded."""
+    windows = np.lib.stride_tricks.sliding_window_view(buf, length)
+    remaining = members
+    for _ in range(_MAX_LAYOUTS):
+        if len(remaining) < _MIN_GROUP:
+            return
+        layout = _layout(spans.payload(int(remaining[0])))
+        if layout is None:
+            remaining = remaining[1:]  # left to protobuf
             continue
-        own = _layout(spans.payload(int(members[chosen[0]])))
-        if own is None or (own.step_len, own.float_at) != (layout.step_len, layout.float_at):
-            continue
-        parts.append(_columns(rows[chosen], members[chosen], own, tag_index))
-        handled[members[chosen]] = True
+        rows = windows[spans.starts[remaining]]
+        variable = np.zeros(length, dtype=bool)
+        variable[1:9] = True  # wall time
+        variable[layout.step_at : layout.step_at + layout.step_len] = True
+        for at in layout.float_at:
+            variable[at : at + 4] = True
+        # Only rows whose step bytes are one varint of the layout's width share its layout.
+        whole = _whole_varints(rows[:, layout.step_at : layout.step_at + layout.step_len])
+        candidates = np.flatnonzero(whole)
+        left = [np.flatnonzero(~whole)]
+        # Same length, different tags (torch writes one tag per event): one sub-group per
+        # distinct skeleton, each checked against its own first record.
+        plain = rows if len(candidates) == len(rows) else rows[candidates]
+        for chosen in _kinds(plain[:, ~variable]):
+            index = candidates[chosen]
+            own = _layout(spans.payload(int(remaining[index[0]])))
+            if (
+                len(index) < _MIN_GROUP
+                or own is None
+                or (own.step_len, own.float_at) != (layout.step_len, layout.float_at)
+            ):
+                if index[0] != 0:  # the first record's kind is done with either way
+                    left.append(index)
+                continue
+            parts.append(_columns(rows[index], remaining[index], own, tag_index))
+            handled[remaining[index]] = True
+        remaining = remaining[np.sort(np.concatenate(left))]
 
 
 def decode_uniform_groups(payloads: list[bytes]) -> Decoded:

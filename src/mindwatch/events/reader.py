@@ -211,41 +211,53 @@ class RecordReader:
         """Every complete record after :attr:`offset`, all at once, as :meth:`read`
         returns them one at a time (same checks, same warnings, same :attr:`stats`), but
         framed and CRC-checked many records together (:mod:`mindwatch.events.spans`):
-        for reading a file whole. The records are copied out of the file in one piece."""
+        for reading a file whole. The bytes of the records are copied out of the file's
+        memory map in one piece per undamaged stretch (damage is not copied)."""
         try:
             with open(self.path, "rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
                 if size <= self.offset:
                     return Spans.empty()
                 with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    return self._spans(data, len(data))
+                    return self._spans(data)
         except FileNotFoundError:
             return Spans.empty()  # rotated away or deleted between listing and reading
         finally:
             self._report_damage()
 
-    def _spans(self, whole: mmap.mmap, end: int) -> Spans:
-        base = self.offset
-        data = whole[base:end]  # positions below are relative to base
+    def _spans(self, data: mmap.mmap) -> Spans:
+        chunks: list[bytes] = []
         starts: list[npt.NDArray[np.int64]] = []
         lengths: list[npt.NDArray[np.int64]] = []
-        pos = 0
+        at: list[npt.NDArray[np.int64]] = []
+        copied = 0  # bytes in chunks so far
+        pos, end = self.offset, len(data)
         while True:
-            found = frame(data, pos, len(data), self.max_record_bytes)
+            found = frame(data, pos, end, self.max_record_bytes)
             if len(found.starts):
-                ok = check_crcs(data, found.starts, found.lengths)
-                self._count(found.starts + base, found.lengths, ok)
-                starts.append(found.starts[ok])
+                first = int(found.starts[0])
+                chunk = data[first : found.stop]
+                ok = check_crcs(chunk, found.starts - first, found.lengths)
+                self._count(found.starts, found.lengths, ok)
+                chunks.append(chunk)
+                starts.append(found.starts[ok] - first + copied + HEADER)
                 lengths.append(found.lengths[ok])
-            pos = found.stop
-            self.offset = base + pos
+                at.append(found.starts[ok])
+                copied += len(chunk)
+            pos = self.offset = found.stop
             if not found.damaged:
                 break
-            pos = self._resync(whole, base + pos, end, "a damaged record header") - base
-        if not starts:
+            pos = self._resync(data, pos, end, "a damaged record header")
+        if not chunks:
             return Spans.empty()
-        at = np.concatenate(starts)
-        return Spans(data, at + HEADER, np.concatenate(lengths), at + base, np.zeros_like(at))
+        offsets = np.concatenate(at)
+        return Spans(
+            chunks[0] if len(chunks) == 1 else b"".join(chunks),
+            np.concatenate(starts),
+            np.concatenate(lengths),
+            offsets,
+            np.zeros_like(offsets),
+        )
 
     def _count(
         self, at: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], ok: npt.NDArray[np.bool_]
@@ -663,8 +675,7 @@ class RunReader:
         step_col = np.concatenate([fast.step, np.asarray(steps, dtype=np.int64)])
         wall_col = np.concatenate([fast.wall, np.asarray(walls, dtype=np.float64)])
         value_col = np.concatenate([fast.value, np.asarray(values, dtype=np.float64)])
-        # One sort key (the parts are each in order already: a stable sort merges them).
-        order = np.argsort(record * (int(position.max(initial=0)) + 1) + position, kind="stable")
+        order = _reading_order(record, position, len(spans))
         keep = np.ones(len(order), dtype=bool)
         record, step_col = record[order], step_col[order]
         for at, purge_step in purges:  # TensorBoard's restart marker voids earlier points
@@ -761,6 +772,21 @@ class RunReader:
             hparams = _hparams(value.metadata.plugin_data.content)
             if hparams is not None:
                 yield HParams(step, wall, hparams)
+
+
+def _reading_order(
+    record: npt.NDArray[np.int64], position: npt.NDArray[np.int64], records: int
+) -> npt.NDArray[np.int64]:
+    """The permutation putting points in reading order: by record, then by their place in
+    it. Each (record, place) is one point, so where the keys are dense (one or a few
+    scalars an event) each point's slot is known without sorting."""
+    width = int(position.max(initial=0)) + 1
+    key = record * width + position
+    if records * width <= 4 * len(key) + 1024:
+        slot = np.full(records * width, -1, dtype=np.int64)
+        slot[key] = np.arange(len(key), dtype=np.int64)
+        return slot[slot >= 0]
+    return np.argsort(key, kind="stable")
 
 
 def without_purged(items: Iterable[Item]) -> list[Item]:

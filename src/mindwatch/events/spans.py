@@ -24,9 +24,10 @@ goes on from there.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +51,7 @@ _unpack_i = struct.Struct("<I").unpack_from
 _length_crcs: dict[int, int] = {}
 
 Ints = npt.NDArray[np.int64]
+_Data = Union[bytes, mmap.mmap]  # a file's contents, read or memory-mapped
 
 
 def _length_crc(length: int) -> int:
@@ -125,7 +127,7 @@ class Framed:
     damaged: bool
 
 
-def frame(data: bytes, pos: int, end: int, limit: int) -> Framed:
+def frame(data: _Data, pos: int, end: int, limit: int) -> Framed:
     """The records of ``data[pos:end]`` whose headers are valid, up to the first one that
     is not (or the end); their data CRCs are not checked here (:func:`check_crcs`)."""
     starts_parts: list[Ints] = []
@@ -163,7 +165,7 @@ def frame(data: bytes, pos: int, end: int, limit: int) -> Framed:
 
 
 def _periodic_run(
-    data: bytes, pos: int, end: int, recent: list[int]
+    data: _Data, pos: int, end: int, recent: list[int]
 ) -> Optional[tuple[Ints, Ints, int]]:
     """If ``recent`` lengths repeat with a period, the records from ``pos`` on that
     continue it (starts, lengths, where they stop), every header checked; else None."""
@@ -175,7 +177,7 @@ def _periodic_run(
     block = recent[-period:]
     sizes = [HEADER + length + FOOTER for length in block]
     size = sum(sizes)
-    offsets = np.cumsum([0] + sizes[:-1])
+    offsets = np.cumsum([0, *sizes[:-1]])
     total = (end - pos) // size  # whole blocks in the data
     done = 0
     chunk = _FIRST_CHUNK
@@ -184,8 +186,12 @@ def _periodic_run(
         good = np.ones(n, dtype=bool)
         for offset, length in zip(offsets.tolist(), block):
             at = pos + done * size + offset
-            lengths = np.ndarray((n,), dtype="<u8", buffer=data, offset=at, strides=(size,))
-            crcs = np.ndarray((n,), dtype="<u4", buffer=data, offset=at + 8, strides=(size,))
+            lengths: npt.NDArray[np.uint64] = np.ndarray(
+                (n,), dtype="<u8", buffer=data, offset=at, strides=(size,)
+            )
+            crcs: npt.NDArray[np.uint32] = np.ndarray(
+                (n,), dtype="<u4", buffer=data, offset=at + 8, strides=(size,)
+            )
             good &= (lengths == length) & (crcs == _length_crc(length))
         if not good.all():
             done += int(np.argmin(good))
@@ -264,10 +270,10 @@ def check_crcs(data: bytes, starts: Ints, lengths: Ints) -> npt.NDArray[np.bool_
         first = body[0]
         diff = body ^ first
         varying = np.flatnonzero(diff.any(axis=0))
-        crc = np.full(len(members), crc32c(first.tobytes()), dtype=np.uint32)
+        crcs = np.full(len(members), crc32c(first.tobytes()), dtype=np.uint32)
         tables = _tables_for(length)
         for j in varying.tolist():
-            crc ^= tables[j][diff[:, j]]
-        masked_v = ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(_MASK_DELTA)
+            crcs ^= tables[j][diff[:, j]]
+        masked_v = ((crcs >> np.uint32(15)) | (crcs << np.uint32(17))) + np.uint32(_MASK_DELTA)
         ok[members] = masked_v == stored
     return ok
