@@ -49,6 +49,7 @@ from mindwatch.config import MonitorConfig
 from mindwatch.events.writer import PathLike
 from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.callback import TrainingMonitor
+from mindwatch.mindspore.layers import LayerRecorder
 from mindwatch.mindspore.summary_record import (
     SummaryRecord,
     check_export_options,
@@ -206,8 +207,8 @@ class SummaryCollector(TrainingMonitor):
                     first = _DEFAULT_HISTOGRAM_PARAMS
             self._tell_unrecorded(given)
         cfg = with_file_size(MonitorConfig.from_any(settings), _file_size(max_file_size))
+        self._first_params = first
         super().__init__(cfg)
-        self._layers.first = first
         self._collect_tensor_freq = collect_tensor_freq
         self._tensor_due: Optional[Every] = None
         self._ops_due = Every(collect_freq)
@@ -231,6 +232,11 @@ class SummaryCollector(TrainingMonitor):
                     "collect_specified_data to silence this"
                 ).format(keys=", ".join(named))
             )
+
+    def _layer_recorder(self, train_network: Any) -> LayerRecorder:
+        recorder = super()._layer_recorder(train_network)
+        recorder.first = self._first_params
+        return recorder
 
     def on_train_begin(self, run_context: Any) -> None:
         super().on_train_begin(run_context)

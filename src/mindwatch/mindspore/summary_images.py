@@ -2,8 +2,8 @@
 
 ``SummaryRecord.add_value("image", name, value)`` takes an NCHW batch (1 or 3
 channels). MindSpore puts the batch on one canvas, 8 images a row, and maps the values
-to bytes by their range: ``uint8`` as they are, values within [0, 1] times 255, any
-other range linearly onto [0, 255] (``(v - min) * 255 / (max - min + 1)``). This module
+to bytes by their range: values within [0, 1] times 255, any other range (a ``uint8``
+batch too) linearly onto [0, 255] (``(v - min) * 255 / (max - min + 1)``). This module
 does the same, so an image looks in TensorBoard as it looked in MindInsight, and
 encodes the canvas as PNG with :mod:`zlib` (no imaging library needed).
 """
@@ -38,17 +38,17 @@ def canvas(nchw: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         y, x = divmod(i, cols)
         board[:, y * h : (y + 1) * h, x * w : (x + 1) * w] = images[i]
     board = board.transpose(1, 2, 0)
-    if nchw.dtype == np.uint8:
-        return board.astype(np.uint8)
+    # MindSpore's mapping, on its float canvas (so a uint8 batch is mapped by its range
+    # too: its uint8 branch never sees a uint8 canvas), in float32 as it computes it.
     finite = board[np.isfinite(board)]
     low = float(finite.min()) if finite.size else 0.0
     high = float(finite.max()) if finite.size else 0.0
-    board = np.nan_to_num(board, nan=low, posinf=high, neginf=low)
+    board = np.nan_to_num(board, nan=low, posinf=high, neginf=low).astype(np.float32)
     if low >= 0.0 and high <= 1.0:
-        scaled = board * 255.0
+        scaled = board * np.float32(255)
     else:
         scale = 255.0 / (high - low + 1.0) if high != low else 1.0
-        scaled = (board - low) * scale
+        scaled = (board - np.float32(low)) * np.float32(scale)
     return np.clip(scaled, 0, 255).astype(np.uint8)
 
 

@@ -493,7 +493,11 @@ class SummaryRecord:
         if proto is None:
             return  # not compiled yet (PyNative, or before the first step): next time
         self._graph_pending = False
-        self._write_graph(proto)
+        from mindspore.train.anf_ir_pb2 import ModelProto
+
+        model = ModelProto()
+        model.ParseFromString(proto)  # the executor's ModelProto holds the GraphProto
+        self._write_graph(model.graph.SerializeToString())
 
     def _write_graph(self, proto: bytes) -> None:
         if not self.monitor.writes_shared:
