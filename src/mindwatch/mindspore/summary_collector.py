@@ -50,8 +50,8 @@ from mindwatch.events.writer import PathLike
 from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.callback import TrainingMonitor
 from mindwatch.mindspore.layers import LayerRecorder
-from mindwatch.mindspore.summary_record import (
-    SummaryRecord,
+from mindwatch.mindspore.summary_record import SummaryRecord
+from mindwatch.mindspore.summary_values import (
     check_export_options,
     drop_network_summaries,
     with_file_size,
