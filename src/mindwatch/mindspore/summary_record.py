@@ -58,6 +58,9 @@ from mindwatch.events.summaries import histogram_value, text_value
 from mindwatch.events.writer import PathLike
 from mindwatch.mindspore.summary_images import image_summary_value
 from mindwatch.mindspore.summary_values import (
+    ALL_PLUGINS,
+    UNRECORDED_PLUGINS,
+    VALUE_PLUGINS,
     check_export_options,
     network_summaries,
     summary_array,
@@ -70,20 +73,6 @@ from mindwatch.mssummary.tables import TEXT_VALUES_LIMIT, markdown_table, values
 __all__ = ["SummaryRecord"]
 
 log = logging.getLogger(__name__)
-
-# The plugins add_value writes, and the ones MindSpore also accepts that TensorBoard has
-# no view for (each told once, with what to use instead).
-_VALUE_PLUGINS = ("scalar", "image", "tensor", "histogram")
-_UNRECORDED = {
-    "train_lineage": "the MindSpore callback records the optimizer, learning rate, batch "
-    "size and epochs as the run's hparams (HPARAMS tab); Monitor.log_hparams adds more",
-    "eval_lineage": "evaluation results are written as eval/<metric> by "
-    "mindwatch.mindspore.TrainingMonitor, or Monitor.log_eval",
-    "custom_lineage_data": "pass the values to Monitor.log_hparams, or as hparams in the config",
-    "dataset_graph": "TensorBoard has no view of a dataset pipeline",
-    "LANDSCAPE": "TensorBoard has no loss-landscape view",
-}
-_ALL_PLUGINS = (*_VALUE_PLUGINS, "graph", *_UNRECORDED)
 
 
 class SummaryRecord:
@@ -205,7 +194,7 @@ class SummaryRecord:
         ``graph`` (a MindSpore ``GraphProto``); MindSpore's lineage and landscape
         plugins are accepted and not recorded (one warning each).
         """
-        if plugin in _VALUE_PLUGINS:
+        if plugin in VALUE_PLUGINS:
             if not name or not isinstance(name, str):
                 raise ValueError(
                     "For 'SummaryRecord', the parameter 'name' type should be str, "
@@ -224,18 +213,18 @@ class SummaryRecord:
             pending[name] = array
         elif plugin == "graph":
             self._write_graph(value.SerializeToString())
-        elif plugin in _UNRECORDED:
+        elif plugin in UNRECORDED_PLUGINS:
             self._warn(
                 f"plugin:{plugin}",
                 _(
                     "mindwatch: SummaryRecord.add_value({plugin!r}, ...) is not recorded: "
                     "TensorBoard has no view for it. Instead: {instead}"
-                ).format(plugin=plugin, instead=_UNRECORDED[plugin]),
+                ).format(plugin=plugin, instead=_(UNRECORDED_PLUGINS[plugin])),
             )
         else:
             raise ValueError(
                 f"For 'SummaryRecord.add_value', no such 'plugin' of {plugin!r}, expect "
-                f"value is one of {list(_ALL_PLUGINS)}"
+                f"value is one of {list(ALL_PLUGINS)}"
             )
 
     def record(

@@ -11,9 +11,13 @@ from typing import Any, Optional
 
 import numpy as np
 
+from mindwatch.common.i18n import N_
 from mindwatch.config import MonitorConfig
 
 __all__ = [
+    "ALL_PLUGINS",
+    "UNRECORDED_PLUGINS",
+    "VALUE_PLUGINS",
     "check_export_options",
     "drop_network_summaries",
     "network_summaries",
@@ -21,6 +25,25 @@ __all__ = [
     "with_file_size",
 ]
 
+# The plugins add_value writes, and the ones MindSpore also accepts that TensorBoard has
+# no view for (each told once, with what to use instead).
+VALUE_PLUGINS = ("scalar", "image", "tensor", "histogram")
+UNRECORDED_PLUGINS = {
+    "train_lineage": N_(
+        "the MindSpore callback records the optimizer, learning rate, batch size and "
+        "epochs as the run's hparams (HPARAMS tab); Monitor.log_hparams adds more"
+    ),
+    "eval_lineage": N_(
+        "evaluation results are written as eval/<metric> by "
+        "mindwatch.mindspore.TrainingMonitor, or Monitor.log_eval"
+    ),
+    "custom_lineage_data": N_(
+        "pass the values to Monitor.log_hparams, or as hparams in the config"
+    ),
+    "dataset_graph": N_("TensorBoard has no view of a dataset pipeline"),
+    "LANDSCAPE": N_("TensorBoard has no loss-landscape view"),
+}
+ALL_PLUGINS = (*VALUE_PLUGINS, "graph", *UNRECORDED_PLUGINS)
 _EXPORT_FORMATS = {"tensor_format": ("npy", None)}
 _MIN_FILE_SIZE = 1024  # mindwatch's writer rotates at no less
 # MindSpore's summary operators name their data "<tag>[:<Type>]".
