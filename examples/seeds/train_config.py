@@ -94,7 +94,7 @@ dataset = create_dataset()
 loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
 optimizer = nn.Momentum(
     model.trainable_params(),
-    learning_rate=nn.exponential_decay_lr(0.05, 0.9, 200, 20, 20),
+    learning_rate=nn.exponential_decay_lr(0.05, 0.9, 200, 20, 1),  # x0.9 an epoch
     momentum=0.9,
 )
 
