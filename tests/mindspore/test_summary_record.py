@@ -10,6 +10,7 @@ import inspect
 import io
 import json
 import logging
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,37 @@ def test_unrecorded_plugins_are_named_once(
     said = [r.getMessage() for r in caplog.records if "custom_lineage_data" in r.getMessage()]
     assert len(said) == 1
     assert "log_hparams" in said[0]
+
+
+@pytest.mark.slow
+def test_a_live_tensorboard_serves_each_plugin(tmp_path: Path) -> None:
+    from tests.tbserver import get, live_tensorboard, query, wait_for_tags
+
+    run = tmp_path / "record"
+    with SummaryRecord(run) as record:
+        for step in (1, 2):
+            record.add_value("scalar", "loss", Tensor(np.float32(1.0 / step)))
+            record.add_value("histogram", "weights", np.linspace(-1, 1, 50) * step)
+            record.add_value("image", "inputs", np.full((2, 3, 4, 4), 0.5 * step, np.float32))
+            record.add_value("tensor", "bias", np.arange(3, dtype=np.float32) * step)
+            record.record(step)
+    with live_tensorboard(tmp_path) as url:
+        wait_for_tags(url, {"loss"})
+        loss = query(url, "/data/plugin/scalars/scalars", run="record", tag="loss")
+        histograms = query(url, "/data/plugin/histograms/histograms", run="record", tag="weights")
+        images = query(url, "/data/plugin/images/images", run="record", tag="inputs", sample="0")
+        png = urllib.request.urlopen(
+            f"{url}/data/plugin/images/individualImage?{images[1]['query']}"
+        )
+        texts = query(url, "/data/plugin/text/text", run="record", tag="bias/values")
+        tags = get(f"{url}/data/plugin/histograms/tags")["record"]
+    assert [(p[1], p[2]) for p in loss] == [(1, 1.0), (2, 0.5)]
+    assert [h[1] for h in histograms] == [1, 2]
+    assert sorted(tags) == ["bias", "weights"]  # the tensor's histogram too
+    assert [i["step"] for i in images] == [1, 2]
+    picture = np.asarray(Image.open(io.BytesIO(png.read())).convert("RGB"))
+    assert picture.shape == (4, 8, 3)  # two 4x4 images in a row
+    assert (picture == 255).all()  # 1.0 in [0, 1] -> 255, as MindSpore maps it
+    assert [t["step"] for t in texts] == [1, 2]
+    # TensorBoard renders the markdown table as HTML.
+    assert "<td>0</td>\n<td>2</td>\n<td>4</td>" in texts[1]["text"]
