@@ -50,6 +50,9 @@ def test_every_plugin_reads_back_in_tensorboard(tmp_path: Path) -> None:
             record.add_value("tensor", "bias", np.arange(4, dtype=np.float32) * step)
             record.add_value("tensor", "one", Tensor(np.array([7.0 * step], np.float32)))
             record.record(step)
+        # MindSpore's meaning: the full path of the event file written.
+        assert Path(record.log_dir).parent == tmp_path
+        assert ".tfevents." in Path(record.log_dir).name
     read = scalars(tmp_path)
     assert read["loss"] == [(1, 1.0), (2, 0.5), (3, pytest.approx(1 / 3))]
     assert [v for _, v in read["lr"]] == pytest.approx([0.1, 0.2, 0.3])

@@ -92,7 +92,9 @@ def network_summaries() -> list[tuple[str, str, Any]]:
     """What the network's summary operators produced since the last call, as
     ``(plugin, tag, tensor)``; MindSpore's own ``SummaryRecord`` takes them from the same
     place (its private cache, read the way it reads it). Empty if this MindSpore keeps
-    them elsewhere."""
+    them elsewhere. On Ascend, MindSpore first waits for the step's data to arrive
+    (``_sync_summary_data``); this does not, so there a step's operator data may be
+    written at the next record."""
     try:
         from mindspore.train.summary import summary_record as ms_record
     except ImportError:  # pragma: no cover - a MindSpore without summary support
