@@ -160,7 +160,8 @@ class SummaryRecord:
         self._export_dir: Optional[Path] = None
         if self._export and self._export.get("tensor_format"):
             self._export_dir = Path(self.monitor.logdir) / f"export_{int(time.time())}"
-        self._errors = self._write_errors()
+        # Writer counters cost ~16 us to gather: read only when they may raise.
+        self._errors = self._write_errors() if raise_exception else 0
         self._closed = False
 
     # ---------------------------------------------------------------- MindSpore's API
@@ -397,6 +398,8 @@ class SummaryRecord:
         return int(self.monitor.stats.write_errors)
 
     def _check_errors(self) -> None:
+        if not self.raise_exception:
+            return  # the Monitor warns about a failing write itself (once)
         errors = self._write_errors()
         if errors > self._errors:
             self._errors = errors
