@@ -266,3 +266,17 @@ def test_a_live_tensorboard_serves_each_plugin(tmp_path: Path) -> None:
     assert [t["step"] for t in texts] == [1, 2]
     # TensorBoard renders the markdown table as HTML.
     assert "<td>0</td>\n<td>2</td>\n<td>4</td>" in texts[1]["text"]
+
+
+def test_leaving_on_an_exception_closes_the_run_as_failed(tmp_path: Path) -> None:
+    def train() -> None:
+        with SummaryRecord(tmp_path) as record:
+            record.add_value("scalar", "loss", 0.5)
+            record.record(1)
+            raise ZeroDivisionError("the training step failed")
+
+    with pytest.raises(ZeroDivisionError):
+        train()
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["status"] == "failed"
+    assert scalars(tmp_path)["loss"] == [(1, 0.5)]  # what was recorded is written

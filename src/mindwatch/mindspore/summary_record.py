@@ -174,7 +174,13 @@ class SummaryRecord:
             )
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        """Close; leaving on an exception closes the run as ``failed`` (``run.json``),
+        with everything recorded written."""
+        if exc is not None and self._owns_monitor and not self._closed:
+            self._closed = True
+            self.monitor.abort(exc)
+            return
         self.close()
 
     def set_mode(self, mode: str) -> None:
