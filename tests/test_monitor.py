@@ -236,6 +236,30 @@ def test_monitor_histogram_and_text(tmp_path: Path) -> None:
     assert acc.Tensors("notes")[0].tensor_proto.string_val == [b"hello"]
 
 
+def test_log_values_writes_summary_values_at_their_step_and_time(tmp_path: Path) -> None:
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    from mindwatch.events.summaries import value_bytes
+    from tests.tbread import accumulator
+
+    image = Summary.Image(height=1, width=1, colorspace=1, encoded_image_string=b"png?")
+    values = [
+        value_bytes(Summary.Value(tag="raw/image", image=image)),
+        bytearray(value_bytes(Summary.Value(tag="raw/value", simple_value=2.5))),
+    ]
+    with mindwatch.Monitor(tmp_path, {"print_every": 0}) as mon:
+        mon.log_values(7, values, wall_time=1234.5)
+        mon.log_values(8, [])  # nothing to write: no empty event
+        with pytest.raises(TypeError, match=r"serialized Summary\.Value"):
+            mon.log_values(9, [Summary.Value(tag="x", simple_value=1.0)])  # type: ignore[list-item]
+    acc = accumulator(tmp_path)
+    [img] = acc.Images("raw/image")
+    assert (img.step, img.wall_time, img.encoded_image_string) == (7, 1234.5, b"png?")
+    [point] = acc.Scalars("raw/value")
+    assert (point.step, point.wall_time, point.value) == (7, 1234.5, 2.5)
+    assert "x" not in acc.Tags()["scalars"]
+
+
 def test_hparams_are_flattened_checked_and_written_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

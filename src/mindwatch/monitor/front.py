@@ -55,7 +55,14 @@ from mindwatch.monitor.session import open_run, place_in_job
 from mindwatch.pipeline import BOTH
 from mindwatch.run import lifecycle
 from mindwatch.run.ranks import this_place
-from mindwatch.sinks.items import Histogram, Scalars, SessionStart, Text, TotalSteps
+from mindwatch.sinks.items import (
+    Histogram,
+    Scalars,
+    SessionStart,
+    SummaryValues,
+    Text,
+    TotalSteps,
+)
 
 __all__ = ["Monitor"]
 
@@ -378,6 +385,32 @@ class Monitor(RunControls):
         """Log markdown text (TensorBoard's TEXT tab); under reduction, rank 0's only."""
         import_text_support()
         self._pipeline.item(Text(tag, text, step_number(step)))
+
+    def log_values(
+        self, step: int, values: Sequence[bytes], wall_time: Optional[float] = None
+    ) -> None:
+        """Log serialized ``Summary.Value`` entries as they are, in one event at ``step``.
+
+        Each entry is framed as a ``Summary.value`` field, as the builders of
+        :mod:`mindwatch.events.summaries` return them (``value_bytes(Summary.Value(...))``):
+        any plugin's data (images, tensors, PR curves...). The writer's thread writes
+        them, in order with the other records; ``wall_time`` (seconds since the epoch)
+        is the event's time, by default when it is written. Like :meth:`log_scalars`,
+        unreduced: under reduction only rank 0's are written.
+        """
+        step = step_number(step)
+        entries = tuple(values)
+        for entry in entries:
+            if not isinstance(entry, (bytes, bytearray, memoryview)):
+                raise TypeError(
+                    "mindwatch: log_values takes serialized Summary.Value entries "
+                    f"(bytes, as value_bytes returns them), got {type(entry).__name__}"
+                )
+        if wall_time is not None:
+            wall_time = number("wall_time", wall_time)
+        if entries and self.writes_shared:
+            data = tuple([bytes(entry) for entry in entries])  # a copy: the caller's may change
+            self._pipeline.item(SummaryValues(step, data, wall_time))
 
     def mark_resume(self, step: int) -> None:
         """This attempt continues the run at ``step``; earlier points at ``>= step`` are void.

@@ -76,10 +76,14 @@ class Text:
 
 @dataclass(frozen=True)
 class SummaryValues:
-    """Serialized ``Summary.Value`` entries (the hparams plugin's session records)."""
+    """Serialized ``Summary.Value`` entries, each framed as a ``Summary.value`` field
+    (:func:`mindwatch.events.summaries.value_bytes`): the hparams plugin's session
+    records, or what :meth:`mindwatch.Monitor.log_values` was given. ``wall``: the
+    event's wall time (None: when it is written)."""
 
     step: int
     values: Sequence[bytes]
+    wall: Optional[float] = None
 
 
 @dataclass(frozen=True)

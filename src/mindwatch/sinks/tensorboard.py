@@ -97,7 +97,7 @@ class TensorBoardSink(TypedSink):
 
     @handles(SummaryValues)
     def _summary(self, item: SummaryValues) -> None:
-        self.writer.add_values(item.step, item.values)
+        self.writer.add_values(item.step, item.values, item.wall)
 
     @handles(SessionStart)
     def _session_start(self, item: SessionStart) -> None:
