@@ -297,3 +297,26 @@ def test_batched_crcs_are_the_crcs(payloads: list[bytes], length: int, flips: li
     ]
     assert ok.tolist() == expected
     assert crc32c(b"") == 0
+
+
+def test_tags_of_one_length_differing_beyond_the_key_are_told_apart(tmp_path: Path) -> None:
+    """Tags alike in their first 8 differing bytes (the kind's key) but not after, and
+    records of one length in two layouts (a longer tag with a shorter step): each is
+    decoded by the numpy path as its own kind, and right."""
+    from mindwatch.events.fastscalars import decode_spans
+
+    tags = ["x/aaaaaaaaaa1", "x/aaaaaaaaaa2", "x/bbbbbbbbbb1"]
+    records = [
+        scalar_event(step, 1.0 + step, {tag: step + i / 4})
+        for step in range(200, 240)
+        for i, tag in enumerate(tags)
+    ]
+    # as long as "x/aaaaaaaaaa1" at a 2-byte step: a 1-byte longer tag at a 1-byte step
+    records += [scalar_event(step, 2.0, {"x/aaaaaaaaaa12": -step}) for step in range(1, 41)]
+    write(tmp_path, b"".join(frame(r) for r in records))
+    spans = RecordReader(tmp_path / "events.out.tfevents.1.spans").read_spans()
+    assert len(set(spans.lengths.tolist())) == 1
+    fast = decode_spans(spans)
+    assert fast.handled.all()
+    assert sorted(fast.tags) == sorted([*tags, "x/aaaaaaaaaa12"])
+    assert bulk_scalars(tmp_path) == reference_scalars(tmp_path)

@@ -31,6 +31,7 @@ __all__ = ["Decoded", "decode_spans", "decode_uniform_groups"]
 
 _MIN_GROUP = 16  # smaller groups: protobuf is as fast and simpler
 _KEY_BYTES = 8  # bytes telling a group's events apart that fit one integer key
+_PEELED = 32  # kinds in a group found one pass each before sorting the rest
 _MAX_LAYOUTS = 16  # layouts tried among records of one length before leaving the rest
 
 
@@ -137,31 +138,38 @@ def _whole_varints(step_bytes: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.asarray(ok)
 
 
-def _kinds(fixed: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
-    """The rows of ``fixed`` grouped by identical contents (row indices, each ascending)."""
+def _kinds(fixed: np.ndarray[Any, Any]) -> tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+    """The rows of ``fixed`` grouped by identical contents (row indices, each ascending),
+    and the rows left out (matching no group's first row: only where more than
+    :data:`_KEY_BYTES` columns differ, which the key does not cover)."""
     differs = np.flatnonzero((fixed != fixed[0]).any(axis=0))
+    everything = np.arange(len(fixed))
     if not len(differs):
-        return [np.arange(len(fixed))]
-    if len(differs) <= 2:  # e.g. a tag's last character: a radix sort of 16-bit keys
-        key16 = fixed[:, differs[0]].astype(np.uint16)
-        if len(differs) == 2:
-            key16 = (key16 << np.uint16(8)) | fixed[:, differs[1]]
-        order = np.argsort(key16, kind="stable")
-        bounds = np.flatnonzero(np.diff(key16[order])) + 1
-        return np.split(order, bounds)
-    if len(differs) <= _KEY_BYTES:
-        key = np.zeros(len(fixed), dtype=np.uint64)
-        for column in differs.tolist():
-            key = (key << np.uint64(8)) | fixed[:, column].astype(np.uint64)
-        _, label = np.unique(key, return_inverse=True)
-    else:  # rare: many bytes differ (long, different tags of one length)
-        rows = np.ascontiguousarray(fixed[:, differs])
-        keys = rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
-        _, label = np.unique(keys, return_inverse=True)
-    label = label.ravel()
-    order = np.argsort(label, kind="stable")
-    bounds = np.flatnonzero(np.diff(label[order])) + 1
-    return np.split(order, bounds)
+        return [everything], everything[:0]
+    key = np.zeros(len(fixed), dtype=np.uint64)
+    for column in differs[:_KEY_BYTES].tolist():  # e.g. a tag's last characters
+        key = (key << np.uint64(8)) | fixed[:, column].astype(np.uint64)
+    kinds: list[np.ndarray[Any, Any]] = []
+    remaining = everything
+    while len(remaining) and len(kinds) < _PEELED:  # few kinds: one pass each, no sort
+        same = key[remaining] == key[remaining[0]]
+        kinds.append(remaining[same])
+        remaining = remaining[~same]
+    if len(remaining):  # many kinds: sort the rest once
+        _, label = np.unique(key[remaining], return_inverse=True)
+        order = np.argsort(label.ravel(), kind="stable")
+        bounds = np.flatnonzero(np.diff(label.ravel()[order])) + 1
+        kinds += [remaining[part] for part in np.split(order, bounds)]
+    rest = differs[_KEY_BYTES:]
+    if not len(rest):
+        return kinds, everything[:0]
+    exact, left = [], []
+    for kind in kinds:  # the columns beyond the key must match the kind's first row too
+        tail = fixed[kind][:, rest]
+        match = (tail == tail[0]).all(axis=1)
+        exact.append(kind[match])
+        left.append(kind[~match])
+    return exact, np.sort(np.concatenate(left))
 
 
 def decode_spans(spans: Spans) -> Decoded:
@@ -237,7 +245,9 @@ def _decode_group(
         # Same length, different tags (torch writes one tag per event): one sub-group per
         # distinct skeleton, each checked against its own first record.
         plain = rows if len(candidates) == len(rows) else rows[candidates]
-        for chosen in _kinds(plain[:, ~variable]):
+        kinds, unmatched = _kinds(plain[:, ~variable])
+        left.append(candidates[unmatched])
+        for chosen in kinds:
             index = candidates[chosen]
             own = _layout(spans.payload(int(remaining[index[0]])))
             if (
