@@ -8,6 +8,8 @@ A stack of small iterators, as in TensorBoard's own loader, minus its sampling:
   warning naming the file and the offset; a damaged length makes the reader search for
   the next valid record header. A length is never trusted for allocation: records are
   sliced out of a memory map of the file, so a length of 2**60 costs nothing.
+  :meth:`RecordReader.read_spans` does the same for a whole file at once, framing and
+  CRC-checking many records together with numpy (:mod:`mindwatch.events.spans`).
 * :class:`RunReader` - every event file of one run folder in name order (as
   TensorBoard reads them), decoded into plain items: :class:`Scalar`,
   :class:`Histogram`, :class:`Text`, :class:`HParams`, and :class:`Purge` for
