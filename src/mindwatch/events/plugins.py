@@ -466,14 +466,14 @@ def embedding_files(
     ``sprite.png``) in the run folder, and the embedding added to ``projector`` (a
     ``ProjectorConfig``), rewritten as the run's ``projector_config.pbtxt`` (what the
     PROJECTOR tab reads). Returns the embedding's folder."""
-    from urllib.parse import quote
-
     from google.protobuf import text_format
     from tensorboard.plugins.projector.projector_config_pb2 import EmbeddingInfo
 
     if mat.ndim != 2:
         raise ValueError(f"embedding '{tag}': mat must be 2-D (points x dims), got {mat.shape}")
-    subdir = f"{step:05d}/{quote(tag, safe='')}"
+    # torch's folder name for the tag: %, / and \ escaped, nothing else.
+    safe = tag.replace("%", "%25").replace("/", "%2f").replace("\\", "%5c")
+    subdir = f"{step:05d}/{safe}"
     folder = run_folder / subdir
     folder.mkdir(parents=True, exist_ok=True)
     info = EmbeddingInfo(tensor_name=f"{tag}:{step:05d}", tensor_path=f"{subdir}/tensors.tsv")
