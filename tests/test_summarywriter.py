@@ -301,7 +301,8 @@ def test_default_log_dir_is_torchs_and_comment_is_appended(
         folder = Path(w.get_logdir())
     assert folder.parent == tmp_path / "runs"
     stamp, rest = folder.name.split("_", 1)
-    assert len(stamp) == 5 and stamp[:3].isalpha()  # Dec03
+    assert len(stamp) == 5  # Dec03
+    assert stamp[:3].isalpha()
     assert rest.endswith(f"_{socket.gethostname()}_lr0.1")
     assert json.loads((folder / "run.json").read_text())["status"] == "finished"
 
@@ -338,10 +339,12 @@ def test_a_nan_loss_fires_the_rules_exactly_as_through_monitor(
     assert alerts(tmp_path / "writer") == alerts(tmp_path / "monitor")
     assert writer_stop == monitor_stop == 4  # alerts.stop_on: at the very step
     lines = [r.getMessage() for r in caplog.records if "nonfinite" in r.getMessage()]
-    assert len(lines) == 4 and lines[:2] == lines[2:]  # the same alert and stop, logged
+    assert len(lines) == 4  # the alert and the stop, logged by each
+    assert lines[:2] == lines[2:]
     for name in ("monitor", "writer"):
         run = json.loads((tmp_path / name / "run.json").read_text())
-        assert run["alerts"] == 1 and run["last_step"] == 4, name
+        assert run["alerts"] == 1, name
+        assert run["last_step"] == 4, name
         assert run["nonfinite"] == {"train/loss": 1}, name
     # TensorBoard shows the tag the user logged, one point per step, NaN included.
     from tests.tbread import scalars
