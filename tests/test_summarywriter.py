@@ -356,15 +356,23 @@ def test_a_nan_loss_fires_the_rules_exactly_as_through_monitor(
 
 
 def test_scalars_reach_console_and_keep_namespaced_tags(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with SummaryWriter(tmp_path, config={"print_every": 2, "progress": "line"}) as w:
+    with (
+        caplog.at_level(logging.WARNING, logger="mindwatch"),
+        SummaryWriter(tmp_path, config={"print_every": 2, "progress": "line"}) as w,
+    ):
         for step in range(1, 5):
             w.add_scalar("loss", 1.0 / step, step)
             w.add_scalar("lr", 0.125, step)
             w.add_scalar("Accuracy/train", 0.5, step)
             w.add_scalar("train/lr", 0.25, step)  # the same name as "lr" for the rules
     out = capsys.readouterr().out
+    warned = [r.getMessage() for r in caplog.records if "both train/lr" in r.getMessage()]
+    assert warned == [
+        "mindwatch: the tags 'train/lr' and 'lr' are both train/lr for the anomaly rules and "
+        "the console; 'train/lr' is written to TensorBoard only"
+    ]
     assert "loss 0.2500" in out  # the console knows "loss" as the Monitor's loss
     from tests.tbread import scalars
 

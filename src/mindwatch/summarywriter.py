@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindwatch.aggregate import Collective
+from mindwatch.common.i18n import _
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events import EventFileWriter
@@ -209,14 +210,14 @@ class SummaryWriter:
             raise TypeError(f"mindwatch: a tag must be a non-empty str, got {tag!r:.60}")
         tag_name = tag_for(tag)
         if tag_name in self._literal:
+            other = next(t for t, n in self._names.items() if n and tag_for(n) == tag_name)
             self._warn(
                 f"tag {tag}",
-                "mindwatch: the tags '%s' and '%s' would both be %s for the anomaly "
-                "rules and the console; '%s' is written to TensorBoard only",
-                tag,
-                next(t for t, n in self._names.items() if n and tag_for(n) == tag_name),
-                tag_name,
-                tag,
+                "mindwatch: %s",
+                _(
+                    "the tags '{tag}' and '{other}' are both {name} for the anomaly rules "
+                    "and the console; '{tag}' is written to TensorBoard only"
+                ).format(tag=tag, other=other, name=tag_name),
             )
             self._names[tag] = ""
             return ""
