@@ -8,7 +8,8 @@ SummaryWriter import changed to mindwatch's.
 The data are synthetic 28x28 "Fashion-MNIST" images (a pattern per class plus noise),
 so it runs offline. What the tutorial logs: a batch of images, the embedding of a
 batch for the PROJECTOR, the running training loss, a figure of predictions vs.
-actuals, and one PR curve per class.
+actuals, and one PR curve per class; like the tutorial, it closes the writer after
+each part and goes on logging (the writer reopens the run, as torch's does).
 """
 
 from __future__ import annotations
@@ -145,11 +146,13 @@ def main() -> None:
 
     # (the tutorial's writer.add_graph(net, images) traces a torch module: mindwatch
     # raises and names mindspore.export instead)
+    writer.close()
 
     # log embeddings
     class_labels = [classes[lab] for lab in labels.asnumpy()]
     features = images.view(-1, 28 * 28)
     writer.add_embedding(features, metadata=class_labels, label_img=images / 2 + 0.5)
+    writer.close()
 
     running_loss = 0.0
     for epoch in range(1):  # loop over the dataset multiple times
@@ -203,11 +206,11 @@ def main() -> None:
         writer.add_pr_curve(
             classes[class_index], tensorboard_truth, tensorboard_probs, global_step=global_step
         )
+        writer.close()
 
     # plot all the pr curves
     for i in range(len(classes)):
         add_pr_curve_tensorboard(i, test_probs, test_label)
-    writer.close()
     print(f"wrote {writer.get_logdir()}")
 
 

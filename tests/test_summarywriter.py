@@ -397,6 +397,28 @@ def test_purge_step_hides_what_a_crashed_attempt_wrote_from_that_step(tmp_path: 
     ]
 
 
+def test_logging_after_close_reopens_the_run_as_torch_does(tmp_path: Path) -> None:
+    from tests.tbread import accumulator
+
+    w = SummaryWriter(tmp_path, config={"print_every": 0})
+    w.add_scalar("loss", 1.0, 1)
+    w.close()
+    w.close()  # twice: nothing more
+    w.add_scalar("loss", 2.0, 2)  # PyTorch's tutorial goes on after close()
+    w.add_text("notes", "after", 2)
+    w.close()
+    w.add_pr_curve("pr", LABELS, PREDICTIONS, 3)
+    w.close()
+    assert w.get_logdir() == str(tmp_path)
+    acc = accumulator(tmp_path)
+    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(1, 1.0), (2, 2.0)]
+    assert [e.step for e in acc.Tensors("pr")] == [3]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "finished"
+    assert run["last_step"] == 2
+    assert not [p for p in tmp_path.parent.iterdir() if p.name.startswith(f"{tmp_path.name}-")]
+
+
 def test_a_second_run_in_the_same_log_dir_goes_next_to_it(tmp_path: Path) -> None:
     with SummaryWriter(tmp_path / "exp", config={"print_every": 0}) as w:
         w.add_scalar("loss", 1.0, 1)

@@ -146,30 +146,70 @@ class SummaryWriter:
         if type(max_queue) is not int or max_queue < 1:
             raise ValueError(f"mindwatch: max_queue must be an int >= 1, got {max_queue!r}")
         self.filename_suffix = filename_suffix
-        self.monitor = mon = Monitor(
-            log_dir,
-            cfg,
-            resume_step=purge_step,
-            rank=rank,
-            world_size=world_size,
-            collective=collective,
-            reductions=reductions,
-        )
-        outputs = mon._session.outputs
-        self._sinks = [tb for tb in (outputs.global_tb, outputs.rank_tb) if tb is not None]
-        for sink in self._sinks:
-            sink.without_layout()  # its tags would be Monitor's, not the ones written
-        main = outputs.global_tb or outputs.rank_tb
-        self._logdir = main.writer.logdir if main is not None else mon.logdir
-        self._route_log = mon._route.log
         self._names: dict[str, str] = {}  # a tag as given -> its name for the Monitor
         self._literal: set[str] = set()  # Monitor's names the tags given take
-        self._steps = 0
+        # Monitor's names the TensorBoard sinks write as the tags given (one dict, shared
+        # by every sink, also those of a writer reopened after close()).
+        self._tag_names: dict[str, str] = {}
         self._last_step: Optional[int] = None
         self._sub_runs: dict[str, EventFileWriter] = {}
         self._projector: Any = None
         self._warn = WarnOnce(log)
+        self._rank, self._world_size = rank, world_size
+        self._collective, self._reductions = collective, reductions
+        self._open(self._new_monitor(log_dir, cfg, resume_step=purge_step))
+
+    def _new_monitor(
+        self,
+        logdir: PathLike,
+        config: MonitorConfig,
+        *,
+        resume_step: Optional[int] = None,
+        resume: Optional[bool] = None,
+    ) -> Monitor:
+        return Monitor(
+            logdir,
+            config,
+            resume_step=resume_step,
+            resume=resume,
+            rank=self._rank,
+            world_size=self._world_size,
+            collective=self._collective,
+            reductions=self._reductions,
+        )
+
+    def _open(self, mon: Monitor) -> None:
+        self._mon = mon
         self._closed = False
+        outputs = mon._session.outputs
+        sinks = [tb for tb in (outputs.global_tb, outputs.rank_tb) if tb is not None]
+        for sink in sinks:
+            sink.without_layout()  # its tags would be Monitor's, not the ones written
+            sink.tag_names = self._tag_names
+        main = outputs.global_tb or outputs.rank_tb
+        self._logdir = main.writer.logdir if main is not None else mon.logdir
+        self._route_log = mon._route.log
+        if self._last_step is not None:  # reopened: the steps go on
+            mon._started = True
+            mon.continue_at(self._last_step)
+
+    @property
+    def monitor(self) -> Monitor:
+        """The Monitor this writer writes through (reopened if the writer was closed,
+        as torch's writer reopens its files)."""
+        if self._closed:
+            self._reopen()
+        return self._mon
+
+    def _reopen(self) -> None:
+        """A record after :meth:`close`: the run goes on in the same folder (torch's
+        tutorial closes its writer and goes on logging)."""
+        mon = self._mon
+        self._open(self._new_monitor(mon.logdir, mon.config, resume=True))
+
+    def _log_reopened(self, logged: Any) -> None:
+        self._reopen()
+        self._route_log(logged)
 
     # ------------------------------------------------------------------ scalars
 
@@ -222,9 +262,8 @@ class SummaryWriter:
             self._names[tag] = ""
             return ""
         self._literal.add(tag_name)
-        if tag_name != tag:
-            for sink in self._sinks:  # before the first value reaches the pipeline
-                sink.tag_names[tag_name] = tag
+        if tag_name != tag:  # before the first value reaches the pipeline
+            self._tag_names[tag_name] = tag
         self._names[tag] = tag
         return tag
 
@@ -570,27 +609,30 @@ class SummaryWriter:
 
     def flush(self) -> None:
         """Hand everything logged so far to the OS."""
-        self.monitor.flush()
+        if not self._closed:
+            self._mon.flush()
         for writer in self._sub_runs.values():
             writer.flush()
 
     def close(self) -> None:
-        """Write everything and end the run (``run.json``'s status: finished)."""
-        if self._closed:
-            return
-        self._closed = True
-        for writer in self._sub_runs.values():
-            writer.close()
-        self.monitor.close()
+        """Write everything and end the run (``run.json``'s status: finished). A record
+        logged after it reopens the run, as torch's writer does."""
+        self._end(None, None, None)
 
     def __enter__(self) -> SummaryWriter:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._end(exc_type, exc, tb)
+
+    def _end(self, exc_type: object, exc: object, tb: object) -> None:
         for writer in self._sub_runs.values():
             writer.close()
-        self._closed = True
-        self.monitor.__exit__(exc_type, exc, tb)
+        self._sub_runs.clear()
+        if not self._closed:
+            self._closed = True
+            self._route_log = self._log_reopened
+            self._mon.__exit__(exc_type, exc, tb)
 
     def __repr__(self) -> str:
         return f"SummaryWriter(log_dir={self.get_logdir()!r})"
