@@ -434,3 +434,38 @@ def test_flush_secs_and_max_queue_are_checked(tmp_path: Path) -> None:
         SummaryWriter(tmp_path / "b", flush_secs=-1)
     with pytest.raises(ValueError, match="max_queue"):
         SummaryWriter(tmp_path / "c", max_queue=0)
+
+
+def test_under_reduction_each_step_is_one_reduced_row(tmp_path: Path) -> None:
+    """Two simulated ranks (threads sharing a LocalGroup): rank 0 writes each step once,
+    its scalars averaged across the ranks, as Monitor.log_step's would be."""
+    import threading
+
+    from mindwatch.testing import LocalGroup
+    from tests.tbread import scalars
+
+    group = LocalGroup(2)
+    errors: list[BaseException] = []
+
+    def rank_main(rank: int) -> None:
+        config = {"print_every": 0, "aggregate_every": 10}
+        try:
+            with SummaryWriter(tmp_path, config=config, collective=group.member(rank)) as w:
+                for step in range(1, 26):  # the last 5 are reduced at close()
+                    w.add_scalar("loss", 1.0 / step + 0.25 * rank, step)
+                    w.add_scalar("Accuracy/train", 0.5 + 0.25 * rank, step)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive(), "a simulated rank hung"
+    assert not errors, errors
+    curves = scalars(tmp_path)
+    assert [s for s, _ in curves["loss"]] == list(range(1, 26))
+    assert all(v == float(np.float32(1.0 / s + 0.125)) for s, v in curves["loss"]), curves["loss"]
+    assert [v for _, v in curves["Accuracy/train"]] == [0.625] * 25
+    assert "ranks/loss_max" in curves  # the spread across ranks, as Monitor writes it

@@ -189,6 +189,11 @@ class SummaryWriter:
         main = outputs.global_tb or outputs.rank_tb
         self._logdir = main.writer.logdir if main is not None else mon.logdir
         self._route_log = mon._route.log
+        self._pending: Optional[Any] = None  # under reduction: the step being gathered
+        if mon.aggregator is not None:
+            # Reduced across ranks, a step is one row: its values are gathered here and
+            # handed on together when the next step begins (or at flush/close).
+            self._route_log = self._gather
         if self._last_step is not None:  # reopened: the steps go on
             mon._started = True
             mon.continue_at(self._last_step)
@@ -206,6 +211,26 @@ class SummaryWriter:
         tutorial closes its writer and goes on logging)."""
         mon = self._mon
         self._open(self._new_monitor(mon.logdir, mon.config, resume=True))
+
+    def _gather(self, logged: Any) -> None:
+        pending = self._pending
+        if pending is not None and pending[0] != logged[0]:
+            self._hand_on()
+            pending = None
+        if pending is None:
+            self._pending = [logged[0], logged[1], {}]
+            pending = self._pending
+        pending[2][logged[5][0]] = logged[6][0]  # the last value of a tag in a step wins
+
+    def _hand_on(self) -> None:
+        """The gathered step, as one ``log_step`` would have logged it."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            step, wall, values = pending
+            names = tuple(values)
+            self._mon._route.log(
+                (step, wall, None, None, None, names, tuple(values.values()), None, None, None)
+            )
 
     def _log_reopened(self, logged: Any) -> None:
         self._reopen()
@@ -610,6 +635,7 @@ class SummaryWriter:
     def flush(self) -> None:
         """Hand everything logged so far to the OS."""
         if not self._closed:
+            self._hand_on()
             self._mon.flush()
         for writer in self._sub_runs.values():
             writer.flush()
@@ -630,6 +656,7 @@ class SummaryWriter:
             writer.close()
         self._sub_runs.clear()
         if not self._closed:
+            self._hand_on()
             self._closed = True
             self._route_log = self._log_reopened
             self._mon.__exit__(exc_type, exc, tb)
