@@ -307,21 +307,27 @@ def test_default_log_dir_is_torchs_and_comment_is_appended(
     assert json.loads((folder / "run.json").read_text())["status"] == "finished"
 
 
+@pytest.mark.parametrize("stop_on", [True, False])
 def test_a_nan_loss_fires_the_rules_exactly_as_through_monitor(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, stop_on: bool
 ) -> None:
-    config = {"print_every": 0, "alerts": {"stop_on": ["nonfinite"]}}
+    # With stop_on each value is judged before add_scalar returns; without it a step's
+    # values go to the rules together, as log_step's do.
+    config: dict[str, Any] = {"print_every": 0}
+    if stop_on:
+        config["alerts"] = {"stop_on": ["nonfinite"]}
     losses = [2.0, 1.5, 1.2, float("nan"), 1.0]
     with caplog.at_level(logging.WARNING, logger="mindwatch"):
         with mindwatch.Monitor(tmp_path / "monitor", config) as mon:
             for step, loss in enumerate(losses, start=1):
-                mon.log_step(step, loss=loss)
+                mon.log_step(step, loss=loss, lr=0.5)
                 if mon.should_stop:
                     break
         monitor_stop = step
         with SummaryWriter(tmp_path / "writer", config=config) as w:
             for step, loss in enumerate(losses, start=1):
                 w.add_scalar("loss", loss, step)
+                w.add_scalar("lr", 0.5, step)
                 if w.monitor.should_stop:
                     break
         writer_stop = step
@@ -337,20 +343,20 @@ def test_a_nan_loss_fires_the_rules_exactly_as_through_monitor(
         ("nonfinite", "critical", "train/loss", 4, "train/loss is NaN")
     ]
     assert alerts(tmp_path / "writer") == alerts(tmp_path / "monitor")
-    assert writer_stop == monitor_stop == 4  # alerts.stop_on: at the very step
+    assert writer_stop == monitor_stop == (4 if stop_on else 5)  # stop_on: at the very step
     lines = [r.getMessage() for r in caplog.records if "nonfinite" in r.getMessage()]
-    assert len(lines) == 4  # the alert and the stop, logged by each
-    assert lines[:2] == lines[2:]
+    assert len(lines) == (4 if stop_on else 2)  # the alert (and the stop), logged by each
+    assert lines[: len(lines) // 2] == lines[len(lines) // 2 :]
     for name in ("monitor", "writer"):
         run = json.loads((tmp_path / name / "run.json").read_text())
         assert run["alerts"] == 1, name
-        assert run["last_step"] == 4, name
+        assert run["last_step"] == writer_stop, name
         assert run["nonfinite"] == {"train/loss": 1}, name
     # TensorBoard shows the tag the user logged, one point per step, NaN included.
     from tests.tbread import scalars
 
     written = scalars(tmp_path / "writer")
-    assert [s for s, _ in written["loss"]] == [1, 2, 3, 4]
+    assert [s for s, _ in written["loss"]] == list(range(1, writer_stop + 1))
     assert math.isnan(written["loss"][3][1])
     assert "train/loss" not in written
 

@@ -189,11 +189,16 @@ class SummaryWriter:
         main = outputs.global_tb or outputs.rank_tb
         self._logdir = main.writer.logdir if main is not None else mon.logdir
         self._route_log = mon._route.log
-        self._pending: Optional[Any] = None  # under reduction: the step being gathered
-        if mon.aggregator is not None:
-            # Reduced across ranks, a step is one row: its values are gathered here and
-            # handed on together when the next step begins (or at flush/close).
-            self._route_log = self._gather
+        self._pending: Optional[tuple[int, float, dict[str, float]]] = None
+        route = mon._route
+        # A step is one row for the pipeline (its rules, console, reduction), as
+        # log_step's: the values of a step are gathered here and handed on when the
+        # next step begins, a tag repeats, or at flush/close. Only with alerts.stop_on
+        # (and no reduction) each value goes at once, so that the rules judge it
+        # before add_scalar returns and a stop takes effect at the step that raised it.
+        self._add = (
+            self._add_now if route.judge_each_step and mon.aggregator is None else self._gather
+        )
         if self._last_step is not None:  # reopened: the steps go on
             mon._started = True
             mon.continue_at(self._last_step)
@@ -212,29 +217,38 @@ class SummaryWriter:
         mon = self._mon
         self._open(self._new_monitor(mon.logdir, mon.config, resume=True))
 
-    def _gather(self, logged: Any) -> None:
+    def _add_now(
+        self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
+    ) -> None:
+        self._route_log((step, wall, None, None, None, (name,), (value,), None, None, None))
+
+    def _gather(
+        self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
+    ) -> None:
         pending = self._pending
-        if pending is not None and pending[0] != logged[0]:
+        if (
+            pending is None
+            or pending[0] != step
+            or name in pending[2]
+            or (walltime is not None and walltime != pending[1])
+        ):
             self._hand_on()
-            pending = None
-        if pending is None:
-            self._pending = [logged[0], logged[1], {}]
-            pending = self._pending
-        pending[2][logged[5][0]] = logged[6][0]  # the last value of a tag in a step wins
+            pending = self._pending = (step, wall, {})
+        pending[2][name] = value
 
     def _hand_on(self) -> None:
         """The gathered step, as one ``log_step`` would have logged it."""
         pending, self._pending = self._pending, None
         if pending is not None:
             step, wall, values = pending
-            names = tuple(values)
-            self._mon._route.log(
-                (step, wall, None, None, None, names, tuple(values.values()), None, None, None)
-            )
+            logged = (step, wall, None, None, None, tuple(values), tuple(values.values()))
+            self._route_log((*logged, None, None, None))
 
-    def _log_reopened(self, logged: Any) -> None:
+    def _add_reopened(
+        self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
+    ) -> None:
         self._reopen()
-        self._route_log(logged)
+        self._add(step, wall, name, value, walltime)
 
     # ------------------------------------------------------------------ scalars
 
@@ -264,7 +278,7 @@ class SummaryWriter:
         if step != self._last_step:
             self._new_step(step)
         if name:
-            self._route_log((step, wall, None, None, None, (name,), (value,), None, None, None))
+            self._add(step, wall, name, value, walltime)
         else:  # a tag whose Monitor name another tag took: written as it is
             self.monitor._pipeline.item(Scalars(step, [(tag, value)]))
 
@@ -658,7 +672,7 @@ class SummaryWriter:
         if not self._closed:
             self._hand_on()
             self._closed = True
-            self._route_log = self._log_reopened
+            self._add = self._add_reopened
             self._mon.__exit__(exc_type, exc, tb)
 
     def __repr__(self) -> str:
