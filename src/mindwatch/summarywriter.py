@@ -16,9 +16,10 @@ with ``asnumpy()``/``item()``, once per call) or torch tensors.
 A scalar is a training value of the Monitor's: ``add_scalar("loss", v, step)`` is, for
 the anomaly rules, the console, Prometheus, ``run.json`` and the cross-rank reduction,
 what ``Monitor.log_step(step, loss=v)`` is (``train/loss``; a tag with a ``/`` is its
-own name there, as in ``log_step``), while TensorBoard shows the tag as given, one
-point per event, as torch writes it. The call only checks the value and appends it to
-the Monitor's queue (about 1 us); the pipeline's thread does the rest. Every other kind
+own name there, as in ``log_step``), while TensorBoard shows the tag as given. The call
+only checks the value and adds it to the step's row, handed to the Monitor's queue when
+the next step begins (at once with ``alerts.stop_on``, so that the rules judge it before
+the call returns); the pipeline's thread does the rest. Every other kind
 of record is built on the calling thread, as torch builds it, and written by the
 writer's thread (:meth:`mindwatch.Monitor.log_values`); what it writes decodes to the
 same TensorBoard plugin data as tensorboardX's for the same inputs.
