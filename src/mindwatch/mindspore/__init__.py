@@ -10,6 +10,10 @@ it, and an Ascend user's own MindSpore build is used as installed.
   global gradient norm, so ``train/grad_norm`` appears under ``Model.train``.
 * :class:`TensorBoard` - the seeds' ``TensorBoard(log_dir, histogram_interval,
   update_time)`` callback, a thin front over ``TrainingMonitor``.
+* :class:`SummaryRecord` - MindSpore's ``SummaryRecord`` (``add_value``, ``record``),
+  writing TensorBoard event files through a :class:`mindwatch.Monitor`.
+* :class:`SummaryCollector` - MindSpore's ``SummaryCollector`` callback, a thin front
+  over ``TrainingMonitor`` with MindSpore's arguments.
 * :func:`build_callbacks` - the callbacks a config describes (monitor, checkpoints), in
   the order that works.
 * :func:`build_model` - ``Model(net, loss_fn, optimizer)`` whose train cell also returns
@@ -29,9 +33,13 @@ if TYPE_CHECKING:
     from mindwatch.mindspore.cells import TrainOneStepWithGradNormCell
     from mindwatch.mindspore.collective import MindSporeCollective
     from mindwatch.mindspore.model import build_model
+    from mindwatch.mindspore.summary_collector import SummaryCollector
+    from mindwatch.mindspore.summary_record import SummaryRecord
 
 __all__ = [
     "MindSporeCollective",
+    "SummaryCollector",
+    "SummaryRecord",
     "TensorBoard",
     "TrainOneStepWithGradNormCell",
     "TrainingMonitor",
@@ -46,6 +54,8 @@ _LAZY = {
     "build_callbacks": "mindwatch.mindspore.build",
     "build_model": "mindwatch.mindspore.model",
     "MindSporeCollective": "mindwatch.mindspore.collective",
+    "SummaryCollector": "mindwatch.mindspore.summary_collector",
+    "SummaryRecord": "mindwatch.mindspore.summary_record",
 }
 
 

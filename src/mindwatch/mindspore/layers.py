@@ -26,7 +26,7 @@ step pays one integer comparison per setting. What each recorded step costs:
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 from mindspore import Tensor
@@ -80,6 +80,8 @@ class LayerRecorder:
         self._hist_due = Every(config.histogram_every_steps)
         self._states: list[tuple[str, dict[str, Any]]] = []
         self.histogram_steps = 0  # steps whose histograms were written
+        # Only the first this many chosen parameters (SummaryCollector's default: five).
+        self.first: Optional[int] = None
 
     @property
     def active(self) -> bool:
@@ -103,6 +105,8 @@ class LayerRecorder:
             return
         self._names = [p.name for p in self._params]
         self._chosen = select_names(self._names, self.config.target, self.config.invert)
+        if self.first is not None:
+            self._chosen = self._chosen[: self.first]
         order = {w.name: j for j, w in enumerate(weights)} if weights is not None else {}
         self._grad_index = {
             i: order[self._names[i]] for i in self._chosen if self._names[i] in order

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -61,6 +61,7 @@ from mindwatch.mssummary.format import (
     lineage_hparams,
 )
 from mindwatch.mssummary.graph import graph_def_bytes
+from mindwatch.mssummary.tables import TEXT_VALUES_LIMIT, markdown_table, values_tag
 
 __all__ = [
     "SummaryConversion",
@@ -73,7 +74,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _TYPE_SUFFIX = re.compile(r"\[:(Scalar|Image|Tensor|Histogram)\]$")
-_TEXT_VALUES_LIMIT = 1000
 
 
 @dataclass
@@ -228,9 +228,9 @@ class _RunConverter:
             out.skipped["empty or non-numeric tensor"] += 1
             return
         self.writer.add_values(item.step, [histogram_value(tag, numeric)], item.wall_time)
-        if values.size <= _TEXT_VALUES_LIMIT:
-            table = _markdown_table(values)
-            self.writer.add_values(item.step, [text_value(f"{tag}/values", table)], item.wall_time)
+        if values.size <= TEXT_VALUES_LIMIT:
+            table = markdown_table(values)
+            self.writer.add_values(item.step, [text_value(values_tag(tag), table)], item.wall_time)
         out.kinds["tensors"] += 1
 
 
@@ -245,18 +245,6 @@ def _histogram(tag: str, item: MsHistogram) -> bytes:
         maximum=item.max,
         total=item.sum,
     )
-
-
-def _markdown_table(values: np.ndarray[Any, Any]) -> str:
-    """A tensor's values as text TensorBoard renders (a table for 1-D and 2-D tensors)."""
-    shape = "x".join(str(d) for d in values.shape)
-    if values.ndim in (1, 2):
-        rows = values.reshape(1, -1) if values.ndim == 1 else values
-        header = "| " + " | ".join(str(i) for i in range(rows.shape[1])) + " |"
-        rule = "|" + "---|" * rows.shape[1]
-        body = ["| " + " | ".join(f"{v:.6g}" for v in row.tolist()) + " |" for row in rows]
-        return "\n".join([f"shape {shape}", "", header, rule, *body])
-    return f"shape {shape}\n\n```\n{np.array2string(values, precision=6)}\n```"
 
 
 def convert_summaries(
