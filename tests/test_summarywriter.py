@@ -427,6 +427,16 @@ def test_logging_after_close_reopens_the_run_as_torch_does(tmp_path: Path) -> No
     assert not [p for p in tmp_path.parent.iterdir() if p.name.startswith(f"{tmp_path.name}-")]
 
 
+def test_flush_hands_on_the_step_being_gathered(tmp_path: Path) -> None:
+    from tests.tbread import scalars
+
+    with SummaryWriter(tmp_path, config={"print_every": 0}) as w:
+        w.add_scalar("loss", 0.5, 1)
+        w.add_scalar("loss", 0.25, 1)  # the same tag again at a step: both points kept
+        w.flush()
+        assert scalars(tmp_path)["loss"] == [(1, 0.5), (1, 0.25)]
+
+
 def test_a_second_run_in_the_same_log_dir_goes_next_to_it(tmp_path: Path) -> None:
     with SummaryWriter(tmp_path / "exp", config={"print_every": 0}) as w:
         w.add_scalar("loss", 1.0, 1)
