@@ -272,10 +272,14 @@ def test_close_does_not_wait_out_a_push_that_hangs(
             every_secs=0.05,
             timeout=30.0,
         )
+        silent.settimeout(60)
         with caplog.at_level(logging.WARNING, logger="mindwatch"):
             pusher.start()
-            time.sleep(0.3)  # a periodic push is under way, waiting for an answer
-            pusher.close(timeout=1.0)
+            # A periodic push is under way, waiting for an answer: its connection is
+            # here (waited for, not slept for: a busy machine starts threads late).
+            connection, _ = silent.accept()
+            with connection:
+                pusher.close(timeout=1.0)
     assert pusher.pushed == 0
     assert pusher.failed == 1
     assert "the previous push is still under way" in caplog.text
