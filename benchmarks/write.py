@@ -9,6 +9,10 @@ and ratios are taken per repeat, then the median.
 * drain:  close(), i.e. waiting for the background work to reach the disk;
 * total:  caller + drain -> points/s end to end.
 
+``mindwatch SummaryWriter.add_scalar`` is torch's call on mindwatch's writer (each value
+also reaches the anomaly rules and the console); the line under the table gives its
+caller time per call against torch's and tensorboardX's ``add_scalar``.
+
 A second table paces the loop like training (10 scalars, then 2 ms of GIL-free
 "compute") and reports the per-scalar latency seen by the caller.
 
@@ -35,6 +39,7 @@ import mindwatch
 from mindwatch.events import EventFileWriter
 
 TAGS = [f"bench/tag{i}" for i in range(10)]
+SUMMARY_WRITER = "mindwatch SummaryWriter.add_scalar"
 PEERS = {
     "torch": "torch SummaryWriter.add_scalar",
     "tensorboardX": "tensorboardX SummaryWriter.add_scalar",
@@ -86,6 +91,12 @@ def run_monitor_log_step(folder: Path, data: np.ndarray) -> tuple[float, float]:
     t1 = time.perf_counter()
     mon.close()
     return t1 - t0, time.perf_counter() - t1
+
+
+def run_summarywriter_add_scalar(folder: Path, data: np.ndarray) -> tuple[float, float]:
+    """mindwatch.SummaryWriter.add_scalar: torch's call, through a Monitor (the rules,
+    console and run.json see every value)."""
+    return per_point(mindwatch.SummaryWriter(folder, config={"print_every": 0}), data)
 
 
 def _summary_writer(module: str) -> Any:
@@ -147,6 +158,14 @@ def paced(writer_kind: str, folder: Path, steps: int = 1000) -> float:
             mon.log_step(step, loss=0.5, lr=1e-3, grad_norm=1.5, samples=32)
 
         close = mon.close
+    elif writer_kind == "summarywriter":
+        sw = mindwatch.SummaryWriter(folder, config={"print_every": 0})
+
+        def step_fn(step: int) -> None:
+            for tag, value in zip(TAGS, row):
+                sw.add_scalar(tag, value, step)
+
+        close = sw.close
     elif writer_kind == "floor":
         # A no-op call per step: on a VM, the first instructions after a sleep are slow
         # (cold caches, CPU wake-up); this is the part of every row nobody can avoid.
@@ -183,6 +202,7 @@ def tight(args: argparse.Namespace, tmp: Path) -> None:
         "mindwatch EventFileWriter.add_scalar": run_mindwatch_add_scalar,
         "mindwatch EventFileWriter.add_scalars (10/step)": run_mindwatch_add_scalars,
         "mindwatch Monitor.log_step (10 scalars/step)": run_monitor_log_step,
+        SUMMARY_WRITER: run_summarywriter_add_scalar,
     }
     for module, label in PEERS.items():
         if _summary_writer(module) is None:
@@ -220,6 +240,12 @@ def tight(args: argparse.Namespace, tmp: Path) -> None:
             c_ratio = statistics.median(c / bc for (c, _), (bc, _) in zip(runs, base))
             line += f" {t_ratio:13.3f} {c_ratio:14.4f}"
         print(line)
+    for label in PEERS.values():
+        peer = results.get(label)
+        if peer:  # the same call, side by side: how much less the caller waits
+            ours = results[SUMMARY_WRITER]
+            speedup = statistics.median(bc / c for (c, _), (bc, _) in zip(ours, peer))
+            print(f"{SUMMARY_WRITER} vs {label}: {speedup:.1f}x less caller time per call")
 
 
 def main() -> None:
@@ -240,6 +266,7 @@ def main() -> None:
             "mindwatch EventFileWriter.add_scalar": "writer",
             "mindwatch Monitor.log_step (10 scalars)": "monitor",
             "mindwatch Monitor.log_step (loss, lr, grad_norm, samples)": "monitor_typical",
+            f"{SUMMARY_WRITER} (10 calls)": "summarywriter",
             "floor: one no-op call per step, / 10": "floor",
         }
         kinds.update({peers[m]: m for m in peers if _summary_writer(m) is not None})

@@ -9,6 +9,7 @@ from mindwatch.config import ConfigError, MonitorConfig
 from mindwatch.events import EventFileWriter, LogDirError
 from mindwatch.events.reader import RunReader
 from mindwatch.monitor import Monitor
+from mindwatch.summarywriter import SummaryWriter
 from mindwatch.tools.tables import read_scalars
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "Monitor",
     "MonitorConfig",
     "RunReader",
+    "SummaryWriter",
     "__version__",
     "read_scalars",
 ]

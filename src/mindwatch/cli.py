@@ -982,6 +982,11 @@ def tensorboard_command(
             raise click.ClickException(
                 f"TensorBoard stopped by itself (exit status {status}):\n{shown.board.output()}"
             )
+    except KeyboardInterrupt:
+        # Ctrl-C before the wait began (while starting, or just after "Press Ctrl-C"):
+        # leaving the block has stopped TensorBoard, so it is the same clean stop.
+        click.echo(_("Stopping TensorBoard."))
+        ctx.exit(0)
     except tb.BoardError as exc:
         raise click.ClickException(str(exc)) from exc
 

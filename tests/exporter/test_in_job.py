@@ -272,10 +272,14 @@ def test_close_does_not_wait_out_a_push_that_hangs(
             every_secs=0.05,
             timeout=30.0,
         )
+        silent.settimeout(60)
         with caplog.at_level(logging.WARNING, logger="mindwatch"):
             pusher.start()
-            time.sleep(0.3)  # a periodic push is under way, waiting for an answer
-            pusher.close(timeout=1.0)
+            # A periodic push is under way, waiting for an answer: its connection is
+            # here (waited for, not slept for: a busy machine starts threads late).
+            connection, _ = silent.accept()
+            with connection:
+                pusher.close(timeout=1.0)
     assert pusher.pushed == 0
     assert pusher.failed == 1
     assert "the previous push is still under way" in caplog.text
@@ -360,3 +364,21 @@ def test_simulated_ranks_serve_their_hardware_under_their_node_and_device(
     ]
     assert job_series
     assert not any("node" in one or "device_id" in one for one in job_series)
+
+
+def test_summarywriter_scalars_reach_the_exporter_as_monitor_values(tmp_path: Path) -> None:
+    """torch's add_scalar("loss", ...) is the exporter's mindwatch_loss, as log_step's."""
+    from mindwatch import SummaryWriter
+
+    port = free_port()
+    with SummaryWriter(tmp_path / "exp", config=config(port=port)) as w:
+        for step in range(1, 4):
+            w.add_scalar("loss", 1.0 / step, step)
+            w.add_scalar("lr", 0.1, step)
+        w.add_scalar("loss", 0.125, 4)  # step 4 begins: step 3 is handed on
+        w.flush()
+        text = http_get(f"http://127.0.0.1:{port}/metrics")
+    own = {"run": "exp", **here()}
+    assert value(text, "mindwatch_step", **own) == 4
+    assert value(text, "mindwatch_loss", **own) == 0.125
+    assert value(text, "mindwatch_learning_rate", **own) == pytest.approx(0.1)

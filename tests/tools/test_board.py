@@ -109,3 +109,29 @@ def test_a_live_board_on_a_job_with_rank_folders(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
     assert proc.returncode == 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_the_moment_it_says_it_serves_is_a_clean_stop(tmp_path: Path) -> None:
+    # Ctrl-C pressed while the address is still being printed (before the wait for
+    # TensorBoard begins) stops it as cleanly as one pressed later: exit 0, no "Aborted!".
+    with mindwatch.Monitor(tmp_path / "run", {"print_every": 0}) as mon:
+        mon.log_step(1, loss=1.0)
+    proc = subprocess.Popen(
+        [MINDWATCH, "tensorboard", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        head = proc.stdout.readline()
+        assert head.startswith("TensorBoard serves ")
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, rest
+    assert "Aborted!" not in rest
+    assert rest.rstrip().endswith("Stopping TensorBoard.")

@@ -53,6 +53,9 @@ class TensorBoardSink(TypedSink):
         self.name = f"{name} ({writer.logdir})"
         self._layout_pending = layout
         self._hardware = hardware  # (host, npu): the layout's Hardware charts
+        # Steps' tags written under other names: a front that speaks another API's tags
+        # (SummaryWriter's "loss" is Monitor's train/loss) fills it before it logs them.
+        self.tag_names: dict[str, str] = {}
         if layout:
             import_layout_support()  # here, not on a background thread at exit
 
@@ -81,7 +84,16 @@ class TensorBoardSink(TypedSink):
                     custom_scalars_layout_value(first_screen_layout(tags, host=host, npu=npu))
                 ],
             )
-        self.writer.add_scalars(item.step, item.values, item.wall)
+        names = self.tag_names
+        if names:
+            values = [(names.get(tag, tag), value) for tag, value in item.values]
+            self.writer.add_scalars(item.step, values, item.wall)
+        else:
+            self.writer.add_scalars(item.step, item.values, item.wall)
+
+    def without_layout(self) -> None:
+        """Write no first-screen layout (the caller writes its own, or none)."""
+        self._layout_pending = False
 
     @handles(EvalValues, Scalars)
     def _scalars(self, item: Union[EvalValues, Scalars]) -> None:

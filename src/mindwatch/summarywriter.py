@@ -1,0 +1,695 @@
+"""``mindwatch.SummaryWriter``: ``torch.utils.tensorboard.SummaryWriter``'s API on a
+:class:`~mindwatch.Monitor`, for training code that already logs that way.
+
+    from mindwatch import SummaryWriter      # was: from torch.utils.tensorboard import ...
+
+    writer = SummaryWriter()                 # runs/<Mon DD_HH-MM-SS>_<host>
+    for step, (data, label) in enumerate(dataset.create_tuple_iterator(), start=1):
+        loss = train_step(data, label)       # a MindSpore Tensor
+        writer.add_scalar("loss", loss, step)
+    writer.close()
+
+The constructor takes torch's arguments and the methods take torch's arguments in
+torch's order; values may be Python numbers, numpy arrays, MindSpore Tensors (read
+with ``asnumpy()``/``item()``, once per call) or torch tensors.
+
+A scalar is a training value of the Monitor's: ``add_scalar("loss", v, step)`` is, for
+the anomaly rules, the console, Prometheus, ``run.json`` and the cross-rank reduction,
+what ``Monitor.log_step(step, loss=v)`` is (``train/loss``; a tag with a ``/`` is its
+own name there, as in ``log_step``), while TensorBoard shows the tag as given. The call
+only checks the value and adds it to the step's row, handed to the Monitor's queue when
+the next step begins (at once with ``alerts.stop_on``, so that the rules judge it before
+the call returns); the pipeline's thread does the rest. Every other kind
+of record is built on the calling thread, as torch builds it, and written by the
+writer's thread (:meth:`mindwatch.Monitor.log_values`); what it writes decodes to the
+same TensorBoard plugin data as tensorboardX's for the same inputs.
+
+Where torch's method has no meaning here, it raises a ``NotImplementedError`` naming
+what to do instead (``add_graph`` of a torch module, ``add_onnx_graph``, ``add_mesh``,
+``add_video`` without moviepy...).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn, Optional, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from mindwatch.aggregate import Collective
+from mindwatch.common.i18n import _
+from mindwatch.common.warn import WarnOnce
+from mindwatch.config import MonitorConfig, ReduceKind
+from mindwatch.events import EventFileWriter
+from mindwatch.events import plugins as pb
+from mindwatch.events.writer import PathLike
+from mindwatch.metrics.tags import tag_for
+from mindwatch.metrics.values import number, step_number
+from mindwatch.monitor import Monitor
+from mindwatch.sinks.items import Scalars
+
+Array = npt.NDArray[Any]
+
+__all__ = ["SummaryWriter"]
+
+log = logging.getLogger(__name__)
+
+Number = Union[int, float]
+
+
+def default_log_dir(comment: str = "") -> str:
+    """torch's default: ``runs/<Mon DD_HH-MM-SS>_<host><comment>``."""
+    stamp = datetime.now().strftime("%b%d_%H-%M-%S")
+    return str(Path("runs") / f"{stamp}_{socket.gethostname()}{comment}")
+
+
+def as_array(value: Any) -> Array:
+    """A MindSpore Tensor (``asnumpy``), a torch tensor, or anything numpy takes, as a
+    numpy array: one read of the device's value."""
+    if hasattr(value, "asnumpy"):
+        return np.asarray(value.asnumpy())
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch, without importing it
+        return np.asarray(value.detach().cpu().numpy())
+    if isinstance(value, (list, tuple)) and value and hasattr(value[0], "asnumpy"):
+        return np.stack([np.asarray(v.asnumpy()) for v in value])
+    return np.asarray(value)
+
+
+def _unsupported(method: str, instead: str) -> NoReturn:
+    raise NotImplementedError(f"mindwatch.SummaryWriter.{method} is not supported: {instead}")
+
+
+def _with_flush_secs(config: MonitorConfig, flush_secs: float) -> MonitorConfig:
+    fields = config.model_dump(exclude_unset=True)
+    fields["flush_secs"] = flush_secs
+    return MonitorConfig.from_dict(fields)
+
+
+class SummaryWriter:
+    """Write TensorBoard event files with ``torch.utils.tensorboard``'s API, through a
+    :class:`~mindwatch.Monitor`.
+
+    Args:
+        log_dir: the run folder; by default ``runs/<Mon DD_HH-MM-SS>_<host><comment>``
+            as torch makes it (``logdir=`` as tensorboardX names it). A folder another
+            process already wrote a run into is left as it is and this run goes to
+            ``<log_dir>-2`` (runs never mix; :meth:`get_logdir` says where); with
+            ``purge_step`` it continues that run instead.
+        comment: appended to the default folder's name (ignored with ``log_dir``).
+        purge_step: this attempt resumes at this step: what an earlier attempt wrote in
+            ``log_dir`` from that step on is hidden (TensorBoard's purge marker,
+            :meth:`Monitor.mark_resume`).
+        max_queue: accepted for torch's code; here events are written by a background
+            thread every ``flush_secs`` (or sooner under load) whatever their number,
+            and the queue's bound is the config's ``max_queue``.
+        flush_secs: the longest a value waits before it reaches the OS (the config's
+            ``flush_secs``; None: the config's, 2 s by default, not torch's 120 s).
+        filename_suffix: appended to the names of the event files of the sub-runs this
+            writer makes (``add_scalars``, ``add_hparams``); the run's own files are
+            the Monitor's.
+        config: a :class:`~mindwatch.MonitorConfig`, a dict or a YAML path: the rules,
+            console, Prometheus... as for ``Monitor``.
+        rank, world_size, collective, reductions: as for ``Monitor``: under ``msrun``
+            rank 0 writes the run and rank ``r`` writes ``<run>/rank_<r>/``; with a
+            collective, rank 0 writes every scalar reduced across ranks and the other
+            ranks write nothing there.
+    """
+
+    def __init__(
+        self,
+        log_dir: Optional[PathLike] = None,
+        comment: str = "",
+        purge_step: Optional[int] = None,
+        max_queue: int = 10,
+        flush_secs: Optional[float] = None,
+        filename_suffix: str = "",
+        *,
+        logdir: Optional[PathLike] = None,
+        config: Union[MonitorConfig, Mapping[str, Any], str, Path, None] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        collective: Optional[Collective] = None,
+        reductions: Optional[Mapping[str, ReduceKind]] = None,
+    ) -> None:
+        if log_dir is None:
+            log_dir = logdir
+        cfg = MonitorConfig.from_any(config)
+        if log_dir is None:
+            log_dir = cfg.logdir if cfg.logdir is not None else default_log_dir(comment)
+        if flush_secs is not None:
+            cfg = _with_flush_secs(cfg, flush_secs)
+        if type(max_queue) is not int or max_queue < 1:
+            raise ValueError(f"mindwatch: max_queue must be an int >= 1, got {max_queue!r}")
+        self.filename_suffix = filename_suffix
+        self._names: dict[str, str] = {}  # a tag as given -> its name for the Monitor
+        self._literal: set[str] = set()  # Monitor's names the tags given take
+        # Monitor's names the TensorBoard sinks write as the tags given (one dict, shared
+        # by every sink, also those of a writer reopened after close()).
+        self._tag_names: dict[str, str] = {}
+        self._last_step: Optional[int] = None
+        self._sub_runs: dict[str, EventFileWriter] = {}
+        self._projector: Any = None
+        self._warn = WarnOnce(log)
+        self._rank, self._world_size = rank, world_size
+        self._collective, self._reductions = collective, reductions
+        self._open(self._new_monitor(log_dir, cfg, resume_step=purge_step))
+
+    def _new_monitor(
+        self,
+        logdir: PathLike,
+        config: MonitorConfig,
+        *,
+        resume_step: Optional[int] = None,
+        resume: Optional[bool] = None,
+    ) -> Monitor:
+        return Monitor(
+            logdir,
+            config,
+            resume_step=resume_step,
+            resume=resume,
+            rank=self._rank,
+            world_size=self._world_size,
+            collective=self._collective,
+            reductions=self._reductions,
+        )
+
+    def _open(self, mon: Monitor) -> None:
+        self._mon = mon
+        self._closed = False
+        outputs = mon._session.outputs
+        sinks = [tb for tb in (outputs.global_tb, outputs.rank_tb) if tb is not None]
+        for sink in sinks:
+            sink.without_layout()  # its tags would be Monitor's, not the ones written
+            sink.tag_names = self._tag_names
+        main = outputs.global_tb or outputs.rank_tb
+        self._logdir = main.writer.logdir if main is not None else mon.logdir
+        self._route_log = mon._route.log
+        self._pending: Optional[tuple[int, float, dict[str, float]]] = None
+        route = mon._route
+        # A step is one row for the pipeline (its rules, console, reduction), as
+        # log_step's: the values of a step are gathered here and handed on when the
+        # next step begins, a tag repeats, or at flush/close. Only with alerts.stop_on
+        # (and no reduction) each value goes at once, so that the rules judge it
+        # before add_scalar returns and a stop takes effect at the step that raised it.
+        self._add = (
+            self._add_now if route.judge_each_step and mon.aggregator is None else self._gather
+        )
+        if self._last_step is not None:  # reopened: the steps go on
+            mon._started = True
+            mon.continue_at(self._last_step)
+
+    @property
+    def monitor(self) -> Monitor:
+        """The Monitor this writer writes through (reopened if the writer was closed,
+        as torch's writer reopens its files)."""
+        if self._closed:
+            self._reopen()
+        return self._mon
+
+    def _reopen(self) -> None:
+        """A record after :meth:`close`: the run goes on in the same folder (torch's
+        tutorial closes its writer and goes on logging)."""
+        mon = self._mon
+        self._open(self._new_monitor(mon.logdir, mon.config, resume=True))
+
+    def _add_now(
+        self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
+    ) -> None:
+        self._route_log((step, wall, None, None, None, (name,), (value,), None, None, None))
+
+    def _gather(
+        self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
+    ) -> None:
+        pending = self._pending
+        if (
+            pending is None
+            or pending[0] != step
+            or name in pending[2]
+            or (walltime is not None and walltime != pending[1])
+        ):
+            self._hand_on()
+            pending = self._pending = (step, wall, {})
+        pending[2][name] = value
+
+    def _hand_on(self) -> None:
+        """The gathered step, as one ``log_step`` would have logged it."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            step, wall, values = pending
+            logged = (step, wall, None, None, None, tuple(values), tuple(values.values()))
+            self._route_log((*logged, None, None, None))
+
+    def _add_reopened(
+        self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
+    ) -> None:
+        self._reopen()
+        self._add(step, wall, name, value, walltime)
+
+    # ------------------------------------------------------------------ scalars
+
+    def add_scalar(
+        self,
+        tag: str,
+        scalar_value: Any,
+        global_step: Optional[int] = None,
+        walltime: Optional[float] = None,
+        new_style: bool = False,
+        double_precision: bool = False,
+    ) -> None:
+        """One scalar at ``global_step`` (0 when None); ``walltime``: seconds since the
+        epoch (default now). ``new_style``: written in the tensor form (float32, or
+        float64 with ``double_precision``), as torch does; the rules, console and
+        Prometheus watch values written the default way."""
+        name = self._names.get(tag)
+        if name is None:
+            name = self._name(tag)
+        value = scalar_value if type(scalar_value) is float else number(tag, scalar_value)
+        step = global_step if type(global_step) is int else self._step(global_step)
+        wall = walltime if walltime is not None else time.time()
+        if new_style:
+            entry = pb.scalar_tensor_value(tag, value, double=double_precision)
+            self.monitor.log_values(step, [entry], wall)
+            return
+        if step != self._last_step:
+            self._new_step(step)
+        if name:
+            self._add(step, wall, name, value, walltime)
+        else:  # a tag whose Monitor name another tag took: written as it is
+            self.monitor._pipeline.item(Scalars(step, [(tag, value)]))
+
+    def _name(self, tag: Any) -> str:
+        """The name the Monitor knows ``tag`` by (first use): ``log_step``'s key for it.
+        TensorBoard gets ``tag`` itself. Empty if another tag has that name already."""
+        if not isinstance(tag, str) or not tag:
+            raise TypeError(f"mindwatch: a tag must be a non-empty str, got {tag!r:.60}")
+        tag_name = tag_for(tag)
+        if tag_name in self._literal:
+            other = next(t for t, n in self._names.items() if n and tag_for(n) == tag_name)
+            self._warn(
+                f"tag {tag}",
+                "mindwatch: %s",
+                _(
+                    "the tags '{tag}' and '{other}' are both {name} for the anomaly rules "
+                    "and the console; '{tag}' is written to TensorBoard only"
+                ).format(tag=tag, other=other, name=tag_name),
+            )
+            self._names[tag] = ""
+            return ""
+        self._literal.add(tag_name)
+        if tag_name != tag:  # before the first value reaches the pipeline
+            self._tag_names[tag_name] = tag
+        self._names[tag] = tag
+        return tag
+
+    @staticmethod
+    def _step(global_step: Any) -> int:
+        return 0 if global_step is None else step_number(global_step, "global_step")
+
+    def _new_step(self, step: int) -> None:
+        """The first value of a step: the Monitor's step bookkeeping (run.json's
+        ``last_step`` and ``steps_logged``, the hparams with the first step)."""
+        mon = self.monitor
+        if self._last_step is None:
+            mon._started = True
+            mon._session.write_hparams()
+        self._last_step = step
+        mon.last_step = step
+        mon.steps_logged += 1
+
+    def add_scalars(
+        self,
+        main_tag: str,
+        tag_scalar_dict: Mapping[str, Any],
+        global_step: Optional[int] = None,
+        walltime: Optional[float] = None,
+    ) -> None:
+        """Several scalars in one chart: each key ``k`` is its own run,
+        ``<log_dir>/<main_tag>_<k>`` (``/`` in main_tag becomes ``_``), holding
+        ``main_tag``, as torch writes them."""
+        step = self._step(global_step)
+        wall = walltime if walltime is not None else time.time()
+        values = [(key, number(f"{main_tag}/{key}", v)) for key, v in tag_scalar_dict.items()]
+        if not self.monitor.writes_shared:
+            return
+        for key, value in values:
+            writer = self._sub_run(f"{main_tag.replace('/', '_')}_{key}")
+            writer.add_scalar(main_tag, value, step, wall)
+
+    def _sub_run(self, name: str) -> EventFileWriter:
+        writer = self._sub_runs.get(name)
+        if writer is None:
+            cfg = self.monitor.config
+            writer = self._sub_runs[name] = EventFileWriter(
+                self._logdir / name,
+                flush_secs=cfg.flush_secs,
+                max_queue=cfg.max_queue,
+                max_block_secs=cfg.max_block_secs,
+                filename_suffix=self.filename_suffix,
+            )
+        return writer
+
+    # ------------------------------------------------------------------ other kinds
+
+    def _values(self, global_step: Any, walltime: Optional[float], values: list[bytes]) -> None:
+        wall = None if walltime is None else number("walltime", walltime)
+        self.monitor.log_values(self._step(global_step), values, wall)
+
+    def add_histogram(
+        self,
+        tag: str,
+        values: Any,
+        global_step: Optional[int] = None,
+        bins: Any = "tensorflow",
+        walltime: Optional[float] = None,
+        max_bins: Optional[int] = None,
+    ) -> None:
+        """A histogram of ``values`` with numpy's ``bins`` (``'tensorflow'``: TensorFlow's
+        exponential edges; ``'auto'``, ``'fd'``, ``'sqrt'``..., an int, or the edges)."""
+        if self.monitor.writes_shared:
+            entry = pb.numpy_histogram_value(tag, as_array(values), bins, max_bins)
+            self._values(global_step, walltime, [entry])
+
+    def add_histogram_raw(
+        self,
+        tag: str,
+        min: Number,
+        max: Number,
+        num: Number,
+        sum: Number,
+        sum_squares: Number,
+        bucket_limits: Any,
+        bucket_counts: Any,
+        global_step: Optional[int] = None,
+        walltime: Optional[float] = None,
+    ) -> None:
+        """A histogram already bucketed: ``bucket_limits[i]`` is bucket i's right edge."""
+        limits = as_array(bucket_limits).reshape(-1).tolist()
+        counts = as_array(bucket_counts).reshape(-1).tolist()
+        entry = pb.histogram_raw_value(
+            tag,
+            minimum=number("min", min),
+            maximum=number("max", max),
+            num=number("num", num),
+            total=number("sum", sum),
+            sum_squares=number("sum_squares", sum_squares),
+            bucket_limits=limits,
+            bucket_counts=counts,
+        )
+        self._values(global_step, walltime, [entry])
+
+    def add_image(
+        self,
+        tag: str,
+        img_tensor: Any,
+        global_step: Optional[int] = None,
+        walltime: Optional[float] = None,
+        dataformats: str = "CHW",
+    ) -> None:
+        """An image: uint8 in [0, 255], or floats in [0, 1]; ``dataformats`` ``CHW``
+        (torch's default), ``HWC``, ``HW``..."""
+        if self.monitor.writes_shared:
+            pixels = pb.image_array(as_array(img_tensor), dataformats)
+            self._values(global_step, walltime, [pb.image_value(tag, pixels)])
+
+    def add_images(
+        self,
+        tag: str,
+        img_tensor: Any,
+        global_step: Optional[int] = None,
+        walltime: Optional[float] = None,
+        dataformats: str = "NCHW",
+    ) -> None:
+        """A batch of images shown as one grid, 8 a row (``NCHW`` or ``NHWC``)."""
+        self.add_image(tag, img_tensor, global_step, walltime, dataformats)
+
+    def add_figure(
+        self,
+        tag: str,
+        figure: Any,
+        global_step: Optional[int] = None,
+        close: bool = True,
+        walltime: Optional[float] = None,
+    ) -> None:
+        """A matplotlib figure (or a list of them, shown as a grid), rendered with Agg;
+        ``close``: close the figure(s) after."""
+        figures = figure if isinstance(figure, list) else [figure]
+        images = np.stack([_render(f, close) for f in figures])
+        if isinstance(figure, list):
+            self.add_image(tag, images, global_step, walltime, dataformats="NCHW")
+        else:
+            self.add_image(tag, images[0], global_step, walltime, dataformats="CHW")
+
+    def add_text(
+        self,
+        tag: str,
+        text_string: str,
+        global_step: Optional[int] = None,
+        walltime: Optional[float] = None,
+    ) -> None:
+        """Markdown text (the TEXT tab), under ``<tag>/text_summary`` as torch names it."""
+        if not isinstance(text_string, str):
+            raise TypeError(f"mindwatch: add_text takes a str, got {type(text_string).__name__}")
+        self._values(global_step, walltime, [pb.text_summary_value(tag, text_string)])
+
+    def add_audio(
+        self,
+        tag: str,
+        snd_tensor: Any,
+        global_step: Optional[int] = None,
+        sample_rate: int = 44100,
+        walltime: Optional[float] = None,
+    ) -> None:
+        """Mono audio, samples in [-1, 1] (clipped), as a 16-bit WAV."""
+        if self.monitor.writes_shared:
+            entry = pb.audio_value(tag, as_array(snd_tensor), int(sample_rate))
+            self._values(global_step, walltime, [entry])
+
+    def add_pr_curve(
+        self,
+        tag: str,
+        labels: Any,
+        predictions: Any,
+        global_step: Optional[int] = None,
+        num_thresholds: int = 127,
+        weights: Any = None,
+        walltime: Optional[float] = None,
+    ) -> None:
+        """A precision-recall curve from binary ``labels`` and probabilities in [0, 1]."""
+        if self.monitor.writes_shared:
+            entry = pb.pr_curve_value(
+                tag,
+                as_array(labels),
+                as_array(predictions),
+                num_thresholds,
+                None if weights is None else as_array(weights),
+            )
+            self._values(global_step, walltime, [entry])
+
+    def add_pr_curve_raw(
+        self,
+        tag: str,
+        true_positive_counts: Any,
+        false_positive_counts: Any,
+        true_negative_counts: Any,
+        false_negative_counts: Any,
+        precision: Any,
+        recall: Any,
+        global_step: Optional[int] = None,
+        num_thresholds: int = 127,
+        weights: Any = None,
+        walltime: Optional[float] = None,
+    ) -> None:
+        """A precision-recall curve from counts computed already (one per threshold)."""
+        rows = [
+            as_array(row)
+            for row in (
+                true_positive_counts,
+                false_positive_counts,
+                true_negative_counts,
+                false_negative_counts,
+                precision,
+                recall,
+            )
+        ]
+        self._values(global_step, walltime, [pb.pr_curve_raw_value(tag, rows, num_thresholds)])
+
+    def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Sequence[Any]]]) -> None:
+        """The CUSTOM SCALARS dashboard's charts: ``{category: {title: ['Multiline',
+        [tags]] or ['Margin', [value, lower, upper]]}}``; call it once per run."""
+        self._values(0, None, [pb.custom_scalars_value(layout)])
+
+    def add_custom_scalars_multilinechart(
+        self, tags: Sequence[str], category: str = "default", title: str = "untitled"
+    ) -> None:
+        """One multiline chart of ``tags`` (tensorboardX's shorthand)."""
+        self.add_custom_scalars({category: {title: ["Multiline", list(tags)]}})
+
+    def add_custom_scalars_marginchart(
+        self, tags: Sequence[str], category: str = "default", title: str = "untitled"
+    ) -> None:
+        """One margin chart of ``[value, lower, upper]`` (tensorboardX's shorthand)."""
+        self.add_custom_scalars({category: {title: ["Margin", list(tags)]}})
+
+    def add_hparams(
+        self,
+        hparam_dict: Mapping[str, Any],
+        metric_dict: Mapping[str, Any],
+        hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
+        run_name: Optional[str] = None,
+        global_step: Optional[int] = None,
+    ) -> None:
+        """One row of the HPARAMS table: a sub-run ``<log_dir>/<run_name>`` (default the
+        time) holding the hparams and ``metric_dict``'s values as scalars, as torch
+        writes it."""
+        if not isinstance(hparam_dict, Mapping) or not isinstance(metric_dict, Mapping):
+            raise TypeError("mindwatch: add_hparams takes two dicts: hparams and metrics")
+        hparams = {
+            key: (value if isinstance(value, (bool, str)) or value is None else number(key, value))
+            for key, value in hparam_dict.items()
+        }
+        metrics = {key: number(key, value) for key, value in metric_dict.items()}
+        entries = pb.hparams_summaries(hparams, list(metrics), hparam_domain_discrete)
+        if not self.monitor.writes_shared:
+            return
+        step = self._step(global_step)
+        name = run_name or str(time.time())
+        cfg = self.monitor.config
+        with EventFileWriter(
+            self._logdir / name,
+            flush_secs=cfg.flush_secs,
+            filename_suffix=self.filename_suffix,
+        ) as writer:
+            for entry in entries:
+                writer.add_values(step, [entry])
+            for key, value in metrics.items():
+                writer.add_scalar(key, value, step)
+
+    def add_embedding(
+        self,
+        mat: Any,
+        metadata: Optional[Sequence[Any]] = None,
+        label_img: Any = None,
+        global_step: Optional[int] = None,
+        tag: str = "default",
+        metadata_header: Optional[Sequence[str]] = None,
+    ) -> None:
+        """Points for the PROJECTOR tab: ``mat`` (N x D), a label per point
+        (``metadata``, rows of columns with ``metadata_header``) and an image per point
+        (``label_img``, N x C x H x W in [0, 1]), written as torch writes them
+        (``<step:05>/<tag>/`` and ``projector_config.pbtxt`` in the run folder)."""
+        if not self.monitor.writes_shared:
+            return
+        from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+
+        if self._projector is None:
+            self._projector = ProjectorConfig()
+        pb.embedding_files(
+            self._logdir,
+            self._projector,
+            as_array(mat),
+            metadata=metadata,
+            label_img=None if label_img is None else as_array(label_img),
+            step=self._step(global_step),
+            tag=tag,
+            metadata_header=metadata_header,
+        )
+
+    # ------------------------------------------------------------------ not here
+
+    def add_graph(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  use_strict_trace: bool = True) -> NoReturn:  # fmt: skip
+        """Not supported: a torch module's graph has no meaning for a MindSpore run."""
+        _unsupported(
+            "add_graph",
+            "it traces a torch.nn.Module. For a MindSpore network's graph, export it with "
+            "mindspore.export(net, *inputs, file_name='net', file_format='MINDIR') and open "
+            "net.mindir in Netron, or set mindspore.set_context(save_graphs=True)",
+        )
+
+    def add_onnx_graph(self, prototxt: Any) -> NoReturn:
+        """Not supported (see :meth:`add_graph`)."""
+        _unsupported(
+            "add_onnx_graph",
+            "export a MindSpore network with mindspore.export(net, *inputs, "
+            "file_name='net', file_format='ONNX') and open net.onnx in Netron",
+        )
+
+    def add_mesh(self, tag: str, vertices: Any, *args: Any, **kwargs: Any) -> NoReturn:
+        """Not supported: mindwatch writes no 3-D meshes."""
+        _unsupported("add_mesh", "mindwatch writes no meshes; log their statistics as scalars")
+
+    def add_video(self, tag: str, vid_tensor: Any, *args: Any, **kwargs: Any) -> NoReturn:
+        """Not supported: encoding video needs moviepy, which mindwatch does not use."""
+        _unsupported(
+            "add_video",
+            "encoding video needs moviepy, which mindwatch does not depend on; log frames "
+            "with add_images(tag, frames, step, dataformats='NCHW') instead",
+        )
+
+    def add_image_with_boxes(self, tag: str, img_tensor: Any, box_tensor: Any,
+                             *args: Any, **kwargs: Any) -> NoReturn:  # fmt: skip
+        """Not supported: draw the boxes on the image first, then :meth:`add_image`."""
+        _unsupported(
+            "add_image_with_boxes",
+            "draw the boxes into the image (e.g. with PIL.ImageDraw) and log it with add_image",
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def get_logdir(self) -> str:
+        """The run folder this writer writes (``<log_dir>-2`` when ``log_dir`` held
+        another run; ``<run>/rank_<r>`` on rank r without a collective)."""
+        return str(self._logdir)
+
+    def flush(self) -> None:
+        """Hand everything logged so far to the OS."""
+        if not self._closed:
+            self._hand_on()
+            self._mon.flush()
+        for writer in self._sub_runs.values():
+            writer.flush()
+
+    def close(self) -> None:
+        """Write everything and end the run (``run.json``'s status: finished). A record
+        logged after it reopens the run, as torch's writer does."""
+        self._end(None, None, None)
+
+    def __enter__(self) -> SummaryWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._end(exc_type, exc, tb)
+
+    def _end(self, exc_type: object, exc: object, tb: object) -> None:
+        for writer in self._sub_runs.values():
+            writer.close()
+        self._sub_runs.clear()
+        if not self._closed:
+            self._hand_on()
+            self._closed = True
+            self._add = self._add_reopened
+            self._mon.__exit__(exc_type, exc, tb)
+
+    def __repr__(self) -> str:
+        return f"SummaryWriter(log_dir={self.get_logdir()!r})"
+
+
+def _render(figure: Any, close: bool) -> Array:
+    """A matplotlib figure as CHW uint8 RGB pixels (Agg, as torch renders it)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()  # type: ignore[no-untyped-call]
+    width, height = figure.canvas.get_width_height()
+    buffer = canvas.buffer_rgba()  # type: ignore[no-untyped-call]
+    rgba = np.frombuffer(buffer, dtype=np.uint8).reshape([height, width, 4])
+    if close:
+        plt.close(figure)
+    return np.moveaxis(rgba[:, :, :3], 2, 0)
