@@ -90,7 +90,8 @@ def write_mindformers(folder: Path, steps: int) -> None:
 
 
 def write_summarywriter(folder: Path, steps: int) -> None:
-    per_event(mindwatch.SummaryWriter(str(folder)), steps, TAGS)  # type: ignore[attr-defined]
+    writer = mindwatch.SummaryWriter(str(folder), config={"print_every": 0})
+    per_event(writer, steps, TAGS)
 
 
 WRITERS: dict[str, Callable[[Path, int], None]] = {
@@ -105,7 +106,7 @@ LABELS = {
     "torch": "torch SummaryWriter file (one scalar per event)",
     "tensorboardX": "tensorboardX SummaryWriter file (one scalar per event)",
     "MindFormers": "MindFormers-shaped file (tensorboardX, its tags, one scalar per event)",
-    "SummaryWriter": "mindwatch.SummaryWriter file (add_scalar)",
+    "SummaryWriter": "mindwatch.SummaryWriter file (add_scalar; a step's scalars share one event)",
 }
 
 
