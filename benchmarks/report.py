@@ -26,7 +26,7 @@ import mindwatch
 from mindwatch.tools.report import summarize, write_report
 
 
-def write_run(folder: Path, steps: int) -> None:
+def write_run(folder: Path, steps: int, extra: int = 5) -> None:
     rng = np.random.default_rng(0)
     noise = rng.random(steps)
     with mindwatch.Monitor(folder, {"print_every": 0, "max_queue": 10**7}) as mon:
@@ -40,7 +40,7 @@ def write_run(folder: Path, steps: int) -> None:
                     "train/grad_norm": 1.0 + n,
                     "perf/samples_per_s": 1000.0 + 10 * n,
                     "perf/step_time_ms": 30.0 + n,
-                    **{f"train/extra{i}": n + i for i in range(5)},
+                    **{f"train/extra{i}": n + i for i in range(extra)},
                 },
             )
 

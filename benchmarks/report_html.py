@@ -37,8 +37,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import mindwatch
 from mindwatch.tools.report import summarize, write_report
 from mindwatch.tools.report.plot import plotly_js
@@ -46,26 +44,8 @@ from mindwatch.tools.report.plot import plotly_js
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' WebDriver client
 
+from benchmarks.report import write_run  # noqa: E402
 from tests.chromedriver import available, browser  # noqa: E402
-
-
-def write_run(folder: Path, steps: int, extra: int) -> None:
-    rng = np.random.default_rng(0)
-    noise = rng.random(steps)
-    with mindwatch.Monitor(folder, {"print_every": 0, "max_queue": 10**7}) as mon:
-        for step in range(1, steps + 1):
-            n = float(noise[step - 1])
-            mon.log_scalars(
-                step,
-                {
-                    "train/loss": 2.0 / (1 + step / 1000) + 0.05 * n,
-                    "train/lr": 1e-3,
-                    "train/grad_norm": 1.0 + n,
-                    "perf/samples_per_s": 1000.0 + 10 * n,
-                    "perf/step_time_ms": 30.0 + n,
-                    **{f"train/extra{i}": n + i for i in range(extra)},
-                },
-            )
 
 
 def demo_run(folder: Path) -> bool:

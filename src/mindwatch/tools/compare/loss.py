@@ -180,7 +180,7 @@ def matched_loss(
         stretches.append((float(values.mean()), [e for e in estimates if not math.isnan(e.value)]))
     pooled = _pooled_relative_spread([known for _got, known in stretches])
     stretches = _pool_errors(stretches)
-    worst: Optional[tuple[float, int, float, float, Noise, Optional[SetBy]]] = None
+    worst: Optional[tuple[float, int, float, float, float, Noise, Optional[SetBy]]] = None
     for i, (got, known) in enumerate(stretches):
         if not known:
             continue  # no baseline has a finite value here: nothing to hold the run to
@@ -194,12 +194,10 @@ def matched_loss(
         band, set_by = allowed(ref, floor, noise, sigmas)
         excess = math.inf if math.isnan(got) else got - (ref + band)
         if worst is None or excess > worst[0]:
-            worst = (excess, i, ref, got, noise, set_by)
+            worst = (excess, i, ref, got, band, noise, set_by)
     if worst is None:
         return Check(name, None, None, None, "skipped", _("the baselines have no finite loss"))
-    excess, i, ref, got, noise, set_by = worst
-    floor = abs(ref) * tol.loss_rtol + tol.loss_atol
-    band = allowed(ref, floor, noise, sigmas)[0]
+    excess, i, ref, got, band, noise, set_by = worst
     where = {
         "step": _("step {position:,.0f}"),
         "samples": _("{position:,.0f} samples"),

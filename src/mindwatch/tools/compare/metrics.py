@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from mindwatch.common.i18n import _
-from mindwatch.tools.compare.noise import point_noise, spread, standard_error
+from mindwatch.tools.compare.noise import point_noise, standard_error
 from mindwatch.tools.compare.verdict import (
     Check,
     Estimate,
@@ -88,10 +88,8 @@ def _eval_noise(tag: str, series: Sequence[pd.Series]) -> Noise:
     course of the metric, when it was evaluated often enough to show it (at least 8
     times); else there is none, and the explicit tolerance alone holds (one value per
     run says nothing about how another seed's would differ)."""
-    if len(series) > 1:
-        measured = spread([float(s.iloc[-1]) for s in series])
-        if measured is not None:
-            return Noise(measured * math.sqrt(1.0 + 1.0 / len(series)), "baselines", len(series))
+    if len(series) > 1:  # the spread alone: no error of their own floors it
+        return noise_of([Estimate(float(s.iloc[-1]), None) for s in series])
     errors = [point_noise(s.to_numpy(dtype=np.float64)) for s in series]
     known = [e for e in errors if e is not None]
     if not known:
