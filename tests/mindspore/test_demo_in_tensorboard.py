@@ -7,7 +7,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -16,12 +15,11 @@ from typing import Any
 
 import pytest
 
-from tests.ports import free_port
+from tests.tbserver import get, live_tensorboard, wait_for_tags
 
 pytestmark = pytest.mark.slow
 
 MINDWATCH = str(Path(sys.executable).with_name("mindwatch"))
-TENSORBOARD = str(Path(sys.executable).with_name("tensorboard"))
 
 
 @pytest.fixture(scope="module")
@@ -64,54 +62,23 @@ def test_demo_writes_a_named_run_folder_with_run_json(demo_root: Path) -> None:
 
 @pytest.fixture
 def tensorboard_url(demo_root: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [TENSORBOARD, "--logdir", str(demo_root), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
+    with live_tensorboard(demo_root) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
-
-
-def _wait_for_tags(url: str, want: set[str], timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = _get(f"{url}/data/plugin/scalars/tags")
-            runs = [tags for tags in last.values() if want <= set(tags)]
-            if runs:
-                return dict(last)
-        except OSError:
-            pass  # the server is still starting
-        time.sleep(0.5)
-    raise AssertionError(f"TensorBoard never listed {want}; last answer: {last}")
 
 
 def test_live_tensorboard_serves_the_demo_curves(tensorboard_url: str, demo_root: Path) -> None:
     want = {"train/loss", "train/lr", "train/grad_norm", "perf/step_time_ms"}
-    tags = _wait_for_tags(tensorboard_url, want)
+    tags = wait_for_tags(tensorboard_url, want)
     (run_name,) = tags
     assert run_name == next(demo_root.iterdir()).name
     for tag in sorted(want):
         query = urllib.parse.urlencode({"run": run_name, "tag": tag})
-        points = _get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")
+        points = get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")
         # Each point is [wall_time, step, value].
         assert [p[1] for p in points] == list(range(1, 121)), tag
         assert all(isinstance(p[2], float) for p in points)
     query = urllib.parse.urlencode({"run": run_name, "tag": "train/lr"})
-    lrs = [p[2] for p in _get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")]
+    lrs = [p[2] for p in get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")]
     assert lrs[0] < lrs[11]  # warmup
     assert lrs[-1] < lrs[20]  # cosine decay
 
@@ -129,7 +96,7 @@ def _post(url: str, body: dict[str, Any]) -> Any:
 def test_live_tensorboard_shows_hparams_session_and_config_text(
     tensorboard_url: str, demo_root: Path
 ) -> None:
-    _wait_for_tags(tensorboard_url, {"train/loss"})
+    wait_for_tags(tensorboard_url, {"train/loss"})
     run_name = next(demo_root.iterdir()).name
     groups = _post(
         f"{tensorboard_url}/data/plugin/hparams/session_groups",
@@ -154,7 +121,7 @@ def test_live_tensorboard_shows_hparams_session_and_config_text(
     assert final["train/loss"]["trainingStep"] == 120
 
     query = urllib.parse.urlencode({"run": run_name, "tag": "mindwatch/config"})
-    (text,) = _get(f"{tensorboard_url}/data/plugin/text/text?{query}")
+    (text,) = get(f"{tensorboard_url}/data/plugin/text/text?{query}")
     assert "Effective mindwatch configuration" in text["text"]
     assert "flush_secs" in text["text"]
 
@@ -162,23 +129,23 @@ def test_live_tensorboard_shows_hparams_session_and_config_text(
 def test_live_tensorboard_shows_targeted_layer_norms_and_histograms(
     tensorboard_url: str, demo_root: Path
 ) -> None:
-    tags = _wait_for_tags(tensorboard_url, {"layers/grad_norm/0.weight"})
+    tags = wait_for_tags(tensorboard_url, {"layers/grad_norm/0.weight"})
     run_name = next(demo_root.iterdir()).name
     layers = sorted(t for t in tags[run_name] if t.startswith("layers/grad_norm/"))
     # The demo targets the first and the last layer only.
     assert layers == [f"layers/grad_norm/{p}" for p in ("0.bias", "0.weight", "4.bias", "4.weight")]
     query = urllib.parse.urlencode({"run": run_name, "tag": "layers/grad_norm/0.weight"})
-    points = _get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")
+    points = get(f"{tensorboard_url}/data/plugin/scalars/scalars?{query}")
     assert [p[1] for p in points] == list(range(10, 121, 10))
 
     for plugin in ("histograms", "distributions"):
-        listed = _get(f"{tensorboard_url}/data/plugin/{plugin}/tags")[run_name]
+        listed = get(f"{tensorboard_url}/data/plugin/{plugin}/tags")[run_name]
         assert sorted(listed) == sorted(
             f"{kind}/{p}"
             for kind in ("gradients", "parameters")
             for p in ("0.bias", "0.weight", "4.bias", "4.weight")
         )
     query = urllib.parse.urlencode({"run": run_name, "tag": "gradients/4.weight"})
-    histograms = _get(f"{tensorboard_url}/data/plugin/histograms/histograms?{query}")
+    histograms = get(f"{tensorboard_url}/data/plugin/histograms/histograms?{query}")
     assert [h[1] for h in histograms] == [50, 100]  # every 50 steps, as configured
     assert all(len(h[2]) > 0 for h in histograms)  # buckets: [left, right, count]

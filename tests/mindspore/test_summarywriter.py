@@ -21,13 +21,12 @@ import pytest
 from mindspore import nn
 
 from mindwatch import SummaryWriter
-from tests.ports import free_port
+from tests.tbserver import live_tensorboard
 from tests.test_summarywriter import summary_values
 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-TENSORBOARD = str(Path(sys.executable).with_name("tensorboard"))
 TUTORIAL_ARGS = ("--steps", "120", "--log-every", "40")
 RNG = np.random.default_rng(3)
 WEIGHT = RNG.normal(size=(8, 5)).astype(np.float32)
@@ -118,14 +117,7 @@ def board_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def board(board_root: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [TENSORBOARD, "--logdir", str(board_root), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
+    with live_tensorboard(board_root) as url:
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -137,9 +129,6 @@ def board(board_root: Path) -> Iterator[str]:
             assert time.monotonic() < deadline, "TensorBoard never listed both runs"
             time.sleep(0.5)
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def _get(url: str, path: str, **query: Any) -> Any:
