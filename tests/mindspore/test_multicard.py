@@ -221,7 +221,8 @@ def test_a_dead_worker_under_model_train_ends_the_run_as_failed_with_its_data(
 def test_demo_with_two_workers_in_a_live_tensorboard(tmp_path: Path) -> None:
     """`mindwatch demo --workers 2` starts itself under msrun; TensorBoard then shows the
     global run and each rank's folder as sub-runs."""
-    from tests.mindspore.test_demo_in_tensorboard import MINDWATCH, TENSORBOARD, _wait_for_tags
+    from tests.mindspore.test_demo_in_tensorboard import MINDWATCH
+    from tests.tbserver import live_tensorboard, wait_for_tags
 
     env = {**os.environ, "GLOG_v": "3"}
     command = [MINDWATCH, "demo", "--workers", "2", "--logdir", str(tmp_path), "--steps", "60"]
@@ -237,24 +238,14 @@ def test_demo_with_two_workers_in_a_live_tensorboard(tmp_path: Path) -> None:
     for step, value in scalars(run)["train/loss"]:
         assert value == pytest.approx(f32((own[0][step] + own[1][step]) / 2), rel=1e-6)
 
-    port = free_port()
-    server = subprocess.Popen(
-        [TENSORBOARD, "--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     name = run.name
-    url = f"http://127.0.0.1:{port}"
-    try:
-        tags = _wait_for_tags(url, {"train/loss", "ranks/loss_argmax"})
+    with live_tensorboard(tmp_path) as url:
+        tags = wait_for_tags(url, {"train/loss", "ranks/loss_argmax"})
         deadline = time.monotonic() + 60
         while not {f"{name}/rank_0", f"{name}/rank_1"} <= set(tags):
             assert time.monotonic() < deadline, f"TensorBoard lists only {sorted(tags)}"
             time.sleep(0.5)
-            tags = _wait_for_tags(url, {"train/loss"})
-    finally:
-        server.terminate()
-        server.wait(30)
+            tags = wait_for_tags(url, {"train/loss"})
     assert name in tags
     assert "ranks/loss_argmax" not in tags[f"{name}/rank_1"]
     assert "train/loss" in tags[f"{name}/rank_1"]

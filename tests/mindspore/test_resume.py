@@ -9,20 +9,17 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.mindspore.test_demo_in_tensorboard import _get, _wait_for_tags
-from tests.ports import free_port
 from tests.tbread import scalars
+from tests.tbserver import live_tensorboard, query, wait_for_tags
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).with_name("scripts") / "resume_train.py"
-TENSORBOARD = str(Path(sys.executable).with_name("tensorboard"))
 
 
 def _records(path: Path) -> dict[int, float]:
@@ -65,20 +62,9 @@ def test_resumed_run_has_one_point_per_step_in_tensorboard(tmp_path: Path) -> No
     # The resumed attempt really differs from the crashed one on the steps both ran.
     assert any(again[s] != crashed[s] for s in range(201, max(crashed) + 1))
 
-    port = free_port()
-    server = subprocess.Popen(
-        [TENSORBOARD, "--logdir", str(tmp_path), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_for_tags(url, {"train/loss"})
-        query = urllib.parse.urlencode({"run": "run", "tag": "train/loss"})
-        points = _get(f"{url}/data/plugin/scalars/scalars?{query}")
-    finally:
-        server.terminate()
-        server.wait(30)
+    with live_tensorboard(tmp_path) as url:
+        wait_for_tags(url, {"train/loss"})
+        points = query(url, "/data/plugin/scalars/scalars", run="run", tag="train/loss")
     steps = [p[1] for p in points]
     assert steps == list(range(1, 301))  # every step exactly once: no fold-back, no duplicate
     values = {p[1]: p[2] for p in points}
