@@ -420,6 +420,8 @@ def test_logging_after_close_reopens_the_run_as_torch_does(tmp_path: Path) -> No
     assert w.get_logdir() == str(tmp_path)
     acc = accumulator(tmp_path)
     assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(1, 1.0), (2, 2.0)]
+    # The first step after the reopen starts the new Monitor's clock: no step time for it.
+    assert [e.step for e in acc.Scalars("perf/step_time_ms")] == [1]
     assert [e.step for e in acc.Tensors("pr")] == [3]
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "finished"
@@ -487,3 +489,29 @@ def test_under_reduction_each_step_is_one_reduced_row(tmp_path: Path) -> None:
     assert all(v == float(np.float32(1.0 / s + 0.125)) for s, v in curves["loss"]), curves["loss"]
     assert [v for _, v in curves["Accuracy/train"]] == [0.625] * 25
     assert "ranks/loss_max" in curves  # the spread across ranks, as Monitor writes it
+
+
+def test_each_step_gets_its_step_time_and_an_eval_behind_it_leaves_the_clock_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``perf/step_time_ms`` as ``log_step`` derives it: one point per training step. An
+    evaluation logged at its epoch number (a step behind) is not timed, and the next
+    training step is timed from the previous one, not split over the steps between."""
+    import time
+
+    from tests.tbread import scalars
+
+    pause = 0.05  # a lower bound only: sleep never returns early
+    with SummaryWriter(tmp_path, config={"print_every": 1, "progress": "line"}) as w:
+        for step in range(1, 6):
+            time.sleep(pause)
+            w.add_scalar("loss", 1.0 / step, step)
+        w.add_scalar("eval/accuracy", 0.5, 1)  # epoch 1's evaluation
+        time.sleep(pause)
+        w.add_scalar("loss", 0.1, 6)
+    written = scalars(tmp_path)
+    times = dict(written["perf/step_time_ms"])
+    assert sorted(times) == [1, 2, 3, 4, 5, 6]  # none for the evaluation's step
+    assert all(ms >= pause * 1000 for ms in times.values()), times
+    assert [s for s, _ in written["perf/step_time_ms"]] == [1, 2, 3, 4, 5, 6]
+    assert "ms/step" in capsys.readouterr().out

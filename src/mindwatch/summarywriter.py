@@ -16,7 +16,8 @@ with ``asnumpy()``/``item()``, once per call) or torch tensors.
 A scalar is a training value of the Monitor's: ``add_scalar("loss", v, step)`` is, for
 the anomaly rules, the console, Prometheus, ``run.json`` and the cross-rank reduction,
 what ``Monitor.log_step(step, loss=v)`` is (``train/loss``; a tag with a ``/`` is its
-own name there, as in ``log_step``), while TensorBoard shows the tag as given. The call
+own name there, as in ``log_step``), while TensorBoard shows the tag as given; each
+training step gets its ``perf/step_time_ms`` as with ``log_step``. The call
 only checks the value and adds it to the step's row, handed to the Monitor's queue when
 the next step begins (at once with ``alerts.stop_on``, so that the rules judge it before
 the call returns); the pipeline's thread does the rest. Every other kind
@@ -49,6 +50,7 @@ from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events import EventFileWriter
 from mindwatch.events import plugins as pb
 from mindwatch.events.writer import PathLike
+from mindwatch.metrics.derived import Timing
 from mindwatch.metrics.tags import tag_for
 from mindwatch.metrics.values import number, step_number
 from mindwatch.monitor import Monitor
@@ -153,6 +155,7 @@ class SummaryWriter:
         # by every sink, also those of a writer reopened after close()).
         self._tag_names: dict[str, str] = {}
         self._last_step: Optional[int] = None
+        self._timed: Optional[int] = None  # the furthest step given a step time
         self._sub_runs: dict[str, EventFileWriter] = {}
         self._projector: Any = None
         self._warn = WarnOnce(log)
@@ -190,7 +193,8 @@ class SummaryWriter:
         main = outputs.global_tb or outputs.rank_tb
         self._logdir = main.writer.logdir if main is not None else mon.logdir
         self._route_log = mon._route.log
-        self._pending: Optional[tuple[int, float, dict[str, float]]] = None
+        self._pending: Optional[tuple[int, float, dict[str, float], Optional[Timing]]] = None
+        self._timing: Optional[Timing] = None  # the new step's, until its row takes it
         route = mon._route
         # A step is one row for the pipeline (its rules, console, reduction), as
         # log_step's: the values of a step are gathered here and handed on when the
@@ -221,7 +225,8 @@ class SummaryWriter:
     def _add_now(
         self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
     ) -> None:
-        self._route_log((step, wall, None, None, None, (name,), (value,), None, None, None))
+        timing, self._timing = self._timing, None
+        self._route_log((step, wall, None, None, None, (name,), (value,), None, None, timing))
 
     def _gather(
         self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
@@ -234,16 +239,17 @@ class SummaryWriter:
             or (walltime is not None and walltime != pending[1])
         ):
             self._hand_on()
-            pending = self._pending = (step, wall, {})
+            pending = self._pending = (step, wall, {}, self._timing)
+            self._timing = None
         pending[2][name] = value
 
     def _hand_on(self) -> None:
         """The gathered step, as one ``log_step`` would have logged it."""
         pending, self._pending = self._pending, None
         if pending is not None:
-            step, wall, values = pending
+            step, wall, values, timing = pending
             logged = (step, wall, None, None, None, tuple(values), tuple(values.values()))
-            self._route_log((*logged, None, None, None))
+            self._route_log((*logged, None, None, timing))
 
     def _add_reopened(
         self, step: int, wall: float, name: str, value: float, walltime: Optional[float]
@@ -313,11 +319,26 @@ class SummaryWriter:
 
     def _new_step(self, step: int) -> None:
         """The first value of a step: the Monitor's step bookkeeping (run.json's
-        ``last_step`` and ``steps_logged``, the hparams with the first step)."""
+        ``last_step`` and ``steps_logged``, the hparams with the first step) and the
+        step's time (``perf/step_time_ms``, ``perf/steps_per_s``). A training loop logs
+        a step's values when its work is done, as it calls ``log_step``, so the time
+        since the previous step's first value is the step's. A step behind the furthest
+        one timed (an evaluation logged at its epoch's step) gets no time and leaves
+        the clock alone: the next training step is timed from the previous one. The
+        first step after a reopen (a record after :meth:`close`) starts the new
+        Monitor's clock and gets no time: the time before it was not training."""
+        reopened = self._closed
         mon = self.monitor
         if self._last_step is None:
             mon._started = True
             mon._session.write_hparams()
+        timed = self._timed
+        if timed is None or step > timed:
+            timing = mon._clock.tick(step)
+            self._timing = None if reopened else timing
+            self._timed = step
+        else:
+            self._timing = None
         self._last_step = step
         mon.last_step = step
         mon.steps_logged += 1
