@@ -65,7 +65,10 @@ def test_a_bad_batch_is_explained_in_mindformers_parameter_names(
     assert layers, movers
     assert all(m["name"] in job.trainable for m in layers), movers
     assert all(m["name"].startswith(("model.", "lm_head.")) for m in layers)
-    assert movers[0]["name"] == first["name"]
+    # The first mover is the first-ranked layer. The loss moves at the same step (lead 0)
+    # and may rank ahead of it or behind it by its z (9-12 for both in recorded runs; a
+    # CI run had the loss first), so the order of the two is not what is pinned here.
+    assert layers[0]["name"] == first["name"], movers
 
     # The names are bound to the right values: each layer mover's value is the square
     # root of the local_norm entry of that name at the alert's step, and its baseline
