@@ -10,7 +10,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 DEV_STAMP  := $(VENV)/.installed-dev
 export GLOG_v ?= 3
 
-.PHONY: demo test lint typecheck importlint pytest bench clean sysdeps messages
+.PHONY: demo test lint typecheck importlint docs pytest bench clean sysdeps messages
 
 # Debian packages the tests drive for real: headless Chromium opens the HTML report and
 # takes screenshots of pages (chromium-driver is its WebDriver), pdftoppm (poppler-utils)
@@ -42,8 +42,8 @@ demo: $(DEMO_STAMP)
 	$(BIN)/mindwatch demo
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples docs
+	$(BIN)/ruff format --check src tests benchmarks examples docs
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
@@ -71,10 +71,16 @@ sysdeps:
 	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends \
 	  $(SYSDEPS_PKGS)
 
+# The documentation site (mkdocs.yml): strict, so a broken link or anchor, a page left
+# out of the nav or any other warning fails it; `make test` builds it too. The HTML lands
+# in site/ (site/index.html, and site/zh/index.html in Chinese).
+docs: $(DEV_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build
+
 pytest: $(DEV_STAMP) sysdeps
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
-test: lint typecheck importlint pytest
+test: lint typecheck importlint docs pytest
 
 # Message catalogues (docs/dev/translations.md): collect every _("...") / N_("...") of
 # the package into the template, merge it into each language's .po (new messages come

@@ -418,8 +418,7 @@ OUTCOMES = {
     "c": "(c) exit status 2, naming the file",
     "b+summary": "(b) one warning; training goes on (the end-of-run summary of non-finite "
     "values counts it again)",
-    "masked": "Nothing to warn about: the secret is masked wherever mindwatch stores or "
-    "prints it",
+    "masked": "Nothing to warn about: the secret is masked wherever mindwatch stores or prints it",
     "drops": "A warning from each queue when it starts dropping, and one total at the end",
     "finding": "A finding of a checking command (exit status 1: what it is there to find)",
 }

@@ -102,11 +102,18 @@ class Browser:
 
 @contextmanager
 def browser(
-    profile: Path, *, width: int = 1400, height: int = 1000, offline: bool = False
+    profile: Path,
+    *,
+    width: int = 1400,
+    height: int = 1000,
+    offline: bool = False,
+    phone: bool = False,
 ) -> Iterator[Browser]:
     """A headless Chromium session (its own profile folder), ended on exit. ``offline``:
     no host name resolves and every request goes to a closed port, so anything the page
-    tries to fetch fails (and shows in :meth:`Browser.console`)."""
+    tries to fetch fails (and shows in :meth:`Browser.console`). ``phone``: Chromium's
+    mobile emulation at ``width`` x ``height`` CSS pixels (a desktop window cannot be
+    narrower than 500 px)."""
     blocked = [
         f"--proxy-server=http://127.0.0.1:{free_port()}",
         "--proxy-bypass-list=<-loopback>",
@@ -149,6 +156,9 @@ def browser(
             },
             "goog:loggingPrefs": {"browser": "ALL"},
         }
+        if phone:
+            metrics = {"width": width, "height": height, "pixelRatio": 1.0}
+            capabilities["goog:chromeOptions"]["mobileEmulation"] = {"deviceMetrics": metrics}
         request = urllib.request.Request(
             f"{endpoint}/session",
             data=json.dumps({"capabilities": {"alwaysMatch": capabilities}}).encode(),

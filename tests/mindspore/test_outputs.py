@@ -73,7 +73,7 @@ def test_the_hint_for_a_missing_grad_norm_is_the_rows() -> None:
         "it, build the model with mindwatch.mindspore.build_model(net, loss_fn, optimizer) "
         "instead of Model(net, loss_fn, optimizer), or train Model(TrainOneStepWithGradNorm"
         "Cell(nn.WithLossCell(net, loss_fn), optimizer)); it adds one square-sum per "
-        "gradient to the step's graph (README: 'With Model.train')"
+        "gradient to the step's graph (docs/quickstart.md: 'With Model.train')"
     )
     assert hints["loss_scale"] == (
         "no train/grad_norm: the train cell (SimpleNamespace) returns (loss, overflow, "

@@ -148,7 +148,7 @@ _BUILD_MODEL = (
     "build the model with mindwatch.mindspore.build_model(net, loss_fn, optimizer) instead "
     "of Model(net, loss_fn, optimizer), or train Model(TrainOneStepWithGradNormCell("
     "nn.WithLossCell(net, loss_fn), optimizer)); it adds one square-sum per gradient to "
-    "the step's graph (README: 'With Model.train')"
+    "the step's graph (docs/quickstart.md: 'With Model.train')"
 )
 _LOSS_ONLY = "the train cell ({cell}) returns only the loss; to get it, " + _BUILD_MODEL
 _LOSS_SCALE_SLOTS = (Slot("overflow", 1, flag=True), Slot("loss_scale", 2))
