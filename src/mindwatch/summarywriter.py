@@ -117,10 +117,13 @@ class SummaryWriter:
             the Monitor's.
         config: a :class:`~mindwatch.MonitorConfig`, a dict or a YAML path: the rules,
             console, Prometheus... as for ``Monitor``.
-        rank, world_size, collective, reductions: as for ``Monitor``: under ``msrun``
+        rank: as for ``Monitor``: under ``msrun``
             rank 0 writes the run and rank ``r`` writes ``<run>/rank_<r>/``; with a
             collective, rank 0 writes every scalar reduced across ranks and the other
             ranks write nothing there.
+        world_size: see ``rank``.
+        collective: see ``rank``.
+        reductions: see ``rank``.
     """
 
     def __init__(

@@ -59,8 +59,11 @@ def build_model(
     cell also returns the global gradient norm (``train/grad_norm``).
 
     Args:
-        network, loss_fn, optimizer, model_kwargs: as for ``Model`` (``metrics``,
+        network: as for ``Model`` (``metrics``,
             ``eval_network``, ``amp_level``, ``loss_scale_manager``, ...).
+        loss_fn: see ``network``.
+        optimizer: see ``network``.
+        model_kwargs: see ``network``.
         clip_grad_norm: also clip the gradients to this global norm (the norm written is
             the one before clipping).
         layer_norms: also return each gradient's norm (``layers/grad_norm/<param>``).

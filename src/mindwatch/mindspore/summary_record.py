@@ -81,8 +81,9 @@ class SummaryRecord:
     Args:
         log_dir: the run folder (created; an unwritable one raises
             :class:`~mindwatch.LogDirError` here).
-        file_prefix, file_suffix: checked as MindSpore checks them (strings); the files
+        file_prefix: checked as MindSpore checks them (strings); the files
             are named as TensorBoard reads them (``events.out.tfevents.*``).
+        file_suffix: see ``file_prefix``.
         num_process: accepted for MindSpore's signature; one background thread writes.
         network: a Cell whose compiled graph goes to the GRAPHS tab at the first
             :meth:`record`.

@@ -117,9 +117,10 @@ class Monitor(RunControls):
         config: a :class:`MonitorConfig`, a dict of its fields, or a YAML file path
             (mindwatch's own keys, or a MindFormers training YAML).
         total_steps: overrides ``config.total_steps`` (progress bar and ETA).
-        world_size, rank: this process's place in a data-parallel job; by default the
+        world_size: this process's place in a data-parallel job; by default the
             collective's, else ``RANK_ID`` / ``RANK_SIZE`` (``msrun`` sets them), else a
             single process.
+        rank: see ``world_size``.
         run_info: extra fields for ``run.json`` (e.g. the framework's settings).
         resume_step: this attempt resumes training at this step (the first step it will
             log) in a folder an earlier attempt wrote: see :meth:`mark_resume`.
@@ -135,11 +136,12 @@ class Monitor(RunControls):
         reductions: ``{name or tag: kind}`` declarations that win over the config's.
         loss_ranks: the ranks ``train/loss`` comes from (pipeline parallelism: the last
             stage's); the config's ``loss_source_rank`` wins.
-        device, device_id: the device this rank trains on, for ``run.json`` (``ranks``)
+        device: the device this rank trains on, for ``run.json`` (``ranks``)
             and alerts ("rank 1 (node-2, NPU 5)"): its kind as the framework names it
             (``Ascend``, ``GPU``, ``CPU``; the MindSpore callback passes
             ``device_target``) and its logical id (by default ``DEVICE_ID``, which
             msrun exports). The node is this host's name.
+        device_id: see ``device``.
     """
 
     def __init__(
@@ -228,11 +230,14 @@ class Monitor(RunControls):
         Args:
             step: the global step (an int; it may advance by more than one between calls,
                 as in sink mode; the interval's time is then shared by those steps).
-            loss, lr, grad_norm: written as ``train/loss``, ``train/lr``, ``train/grad_norm``.
-            samples, tokens: samples / tokens processed *per step* (e.g. the batch size);
+            loss: written as ``train/loss``.
+            lr: written as ``train/lr``.
+            grad_norm: written as ``train/grad_norm``.
+            samples: samples / tokens processed *per step* (e.g. the batch size);
                 with the wall time since the previous call they give
                 ``perf/samples_per_s`` and ``perf/tokens_per_s``. ``perf/step_time_ms``
                 is always written (except on a call where no time passed).
+            tokens: see ``samples``.
             reduce: how some of these values combine across ranks, e.g.
                 ``{"accuracy": "mean", "memory_mb": "per_rank"}`` (see :meth:`declare`).
             **scalars: more values; ``name`` becomes ``train/name``, a name containing

@@ -32,7 +32,8 @@ def read_scalars(
     Args:
         logdir: a run folder or a folder of runs. Runs are named as TensorBoard names
             them: the folder's path relative to ``logdir`` (``"."`` for ``logdir``).
-        runs, tags: keep only these run names / tags.
+        runs: keep only these run names / tags.
+        tags: see ``runs``.
         progress: called as ``progress(runs_done, runs_total, run)`` after each run.
 
     Nothing is sampled (TensorBoard's ``EventAccumulator`` keeps 10,000 random points
