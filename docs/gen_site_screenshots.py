@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -27,41 +25,31 @@ sys.path.insert(0, str(ROOT))  # tests.chromedriver
 from tests.chromedriver import available, browser  # noqa: E402
 
 MINDWATCH = str(Path(sys.executable).with_name("mindwatch"))
-_URL = re.compile(r"^\s+(http://\S+)$")
-# The first chart has drawn its line once its card lists its one match.
-_DRAWN = """
-const cards = [...document.querySelectorAll('*')].flatMap(e => e.shadowRoot ? [e] : [])
-  .flatMap(function walk(e) {
-    const inner = [...e.shadowRoot.querySelectorAll('*')];
-    return [...inner, ...inner.filter(x => x.shadowRoot).flatMap(walk)];
-  })
-  .filter(e => e.tagName.toLowerCase() === 'tf-custom-scalar-multi-line-chart-card');
-return cards.length > 1 && cards.every(c => (c.shadowRoot || c).textContent.includes('Matches'));
-"""
 
 
 def tensorboard_screen(out: Path, tmp: Path) -> None:
+    # The test of that screen starts and stops the board and finds its cards.
+    from tests.mindspore.test_tensorboard_command import FIRST_CARD, start_board, stop_board
+
     runs = tmp / "runs"
     env = {**os.environ, "GLOG_v": "3"}
     command = [MINDWATCH, "demo", "--logdir", str(runs), "--steps", "300"]
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
-    board = subprocess.Popen(
-        [MINDWATCH, "tensorboard", str(runs)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    board, url, _ = start_board(str(runs))
     try:
-        assert board.stdout is not None
-        url = next(m.group(1) for line in board.stdout if (m := _URL.match(line.rstrip())))
         with browser(tmp / "profile-board", width=1400, height=1000) as page:
             page.get(url)
-            page.wait_for(_DRAWN)
+            # The first chart has drawn its line once its card lists its one match.
+            page.wait_for(
+                "const c = (function() {"
+                + FIRST_CARD
+                + "}).call(null, 'tf-custom-scalar-multi-line-chart-card');"
+                "return c.length > 1 && c[0].text.includes('Matches (1)');"
+            )
             time.sleep(2)  # the charts' lines are drawn after their cards
             page.screenshot(out / "tensorboard-first-screen.png")
     finally:
-        board.send_signal(signal.SIGINT)
-        board.communicate(timeout=60)
+        stop_board(board)
     print(f"wrote {out / 'tensorboard-first-screen.png'}")
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ _CJK_BREAK = re.compile(f"(?<=[{_CJK}])\n(?=[{_CJK}])")
 _SLUG = slugify(case="lower")  # mkdocs.yml's toc slugify: GitHub's anchors
 
 
-def anchors(path: Path) -> set[str]:
+@cache  # a page is read once per build, however many links name it
+def anchors(path: Path) -> frozenset[str]:
     """The anchors of a Markdown page: its headings' (``{#id}`` where one is given) and
     those of ``<a id="..."></a>`` lines, which give a translated section the English
     section's anchor (GitHub would show a heading's ``{#id}`` as text)."""
@@ -56,7 +58,7 @@ def anchors(path: Path) -> set[str]:
         if match:
             text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", match.group(1))
             found.add(match.group(2) or _SLUG(text, "-"))
-    return found
+    return frozenset(found)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
