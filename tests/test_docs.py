@@ -147,9 +147,9 @@ def test_each_command_shown_parses_with_the_real_cli(page: str, line: str) -> No
 
 def test_python_blocks_compile_and_config_blocks_validate() -> None:
     from mindwatch import ConfigError, MonitorConfig
+    from mindwatch.config.errors import accepted_keys
 
-    keys = set(MonitorConfig.model_fields) | {a for f in MonitorConfig.model_fields.values()
-                                              for a in _aliases(f)}  # fmt: skip
+    keys = set(accepted_keys(MonitorConfig))
     compiled = validated = 0
     for page in ENGLISH:
         for lang, text in blocks(page):
@@ -167,9 +167,3 @@ def test_python_blocks_compile_and_config_blocks_validate() -> None:
                     validated += 1
     assert compiled > 10
     assert validated > 5
-
-
-def _aliases(field: object) -> list[str]:
-    alias = getattr(field, "validation_alias", None)
-    choices = getattr(alias, "choices", None) or ([alias] if isinstance(alias, str) else [])
-    return [c for c in choices if isinstance(c, str)]
