@@ -8,8 +8,9 @@ a page missing from the nav, any warning fails it). Here:
   translated); the pages translated whole have the same blocks in the same order;
 * every `mindwatch ...` command the README and the pages show parses with the real
   command line (the command exists and takes those options), every Python block
-  compiles, and every YAML block that is a mindwatch config validates as one. (The
-  examples' scripts the pages quote are run by their own tests.)
+  compiles, and every YAML block that is a mindwatch config validates as one (the
+  README and the pages moved out of it are also run, block by block, against what they
+  show: tests/mindspore/test_docs_run.py);
 * the README is a landing page: under 250 lines.
 """
 

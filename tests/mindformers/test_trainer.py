@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import statistics
 import subprocess
 from dataclasses import dataclass
@@ -248,3 +249,36 @@ def test_local_norm_becomes_per_layer_gradient_norms(
             if name in written:
                 norm = values(mw, f"layers/grad_norm/{name}")[row["step"]]
                 assert norm == pytest.approx(math.sqrt(square), rel=1e-6), (name, row["step"])
+
+
+def test_the_readme_yaml_and_command_train(tmp_path: Path, mindformers_python: Path) -> None:
+    """The README's "In a MindFormers YAML", as shown: its ``callbacks:`` in the example's
+    YAML, and its command, with this job script in place of MindFormers'
+    ``run_mindformer.py`` (a script of MindFormers' repository, not of its wheel)."""
+    from tests.test_docs import blocks
+
+    readme = blocks(ROOT / "README.md")
+    (callbacks,) = [text for lang, text in readme if lang == "yaml" and "MindWatchMonitor" in text]
+    (command,) = [text for lang, text in readme if "mindwatch.mindspore.mindformers" in text]
+    config = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    config["callbacks"] = yaml.safe_load(callbacks)["callbacks"]
+    config["lr_schedule"]["total_steps"] = 10
+    argv = shlex.split(command)
+    assert argv[:3] == ["python", "-m", "mindwatch.mindspore.mindformers"], command
+    (tmp_path / argv[argv.index("--config") + 1]).write_text(yaml.safe_dump(config))
+    argv[0], argv[argv.index("run_mindformer.py")] = str(mindformers_python), str(JOB)
+    done = subprocess.run(
+        [*argv, "--spy", "spy.json", "--steps", "10"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "GLOG_v": "3"},
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    (entry,) = [c for c in config["callbacks"] if c["type"] == "MindWatchMonitor"]
+    run = tmp_path / entry["logdir"]
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+    series = scalars(run)
+    assert [step for step, _ in series["train/loss"]] == list(range(1, 11))
+    assert series["train/grad_norm"]
