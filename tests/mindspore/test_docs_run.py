@@ -518,3 +518,32 @@ def test_every_block_of_the_page_runs_as_shown(
     finally:
         docs.close()
     shutil.rmtree(sandbox / ".state", ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("shown", "real", "same"),
+    [
+        ("loss 2.3302 -> 0.1515 in 1.8 s", "loss 2.1 -> 0.09 in 12.5 s", True),
+        ("Run folder: /tmp/a/runs/x_demo", "Run folder: /home/u/runs/x_demo", True),
+        ("Run folder: /tmp/a/runs/x_demo", "Run folder: /tmp/a/runs/y_demo", False),
+        ("alerts: none", "alerts: 1 spike", False),
+        (
+            "step 1 compiled for 8.4 ms (left out)",
+            "step 1 compiled for 18.4 ms (left\n  out)",
+            True,
+        ),
+        ("| **0.15** | 2.0 s |", "| 0.15 | **2.1 s** |", True),
+        (
+            "...\n[PROBLEM] run .: mixed\n1 problem found",
+            "[ ok] a\n[ ok] b\n[PROBLEM] run .: mixed\n1 problem found",
+            True,
+        ),
+        ("[PROBLEM] run .: mixed", "[PROBLEM] run .: mixed\n1 problem found", False),
+        ("a local file system (...)", "a local file system (overlay)", True),
+        ("...+WenQuanYiMicroHei CID", "GICETM+WenQuanYiMicroHei CID", True),
+        ("first\n...\nlast", "first\nlast", True),
+        ("first\n...\nlast", "first\nmiddle\nlast\nmore", False),
+    ],
+)
+def test_shown_output_is_compared_as_the_docs_say(shown: str, real: str, same: bool) -> None:
+    assert matches(shown.split("\n"), real.split("\n")) is same
