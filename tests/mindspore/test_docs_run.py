@@ -232,14 +232,19 @@ def evaluate_console(example: Example) -> None:
             raise AssertionError(f"$ {command}\n{difference(shown, real)}")
 
 
+def _make(*args: str) -> subprocess.CompletedProcess[str]:
+    """``make ARGS`` in the checkout, as from a shell (not as a sub-make of ``make test``,
+    which would print the folders it enters and pass on its flags)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    return subprocess.run(["make", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
 def evaluate_bash(example: Example) -> None:
     docs: Docs = example.namespace["docs"]
     for command, _ in _commands(str(example.parsed)):
         make = re.fullmatch(r"make\s+([\w-]+)\s*(#.*)?", command)
         if make:
-            done = subprocess.run(
-                ["make", "-n", make.group(1)], cwd=ROOT, capture_output=True, text=True
-            )
+            done = _make("-n", make.group(1))
             assert done.returncode == 0, f"make -n {make.group(1)}: {done.stderr}"
             continue
         real, status = docs.shell.run(command)
@@ -323,10 +328,10 @@ class Docs:
         """What runs for a shown command: ``make demo`` is its recipe, ``mindwatch
         demo`` (checked against the Makefile with ``make -n``)."""
         if command.split("#", maxsplit=1)[0].strip() == "make demo":
-            recipe = subprocess.run(
-                ["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, check=True
-            ).stdout.strip()
-            assert recipe.endswith("/mindwatch demo"), recipe
+            done = _make("-n", "demo")
+            recipe = done.stdout.strip().split("\n")[-1]  # after any install steps
+            assert done.returncode == 0, done
+            assert recipe.endswith("/mindwatch demo"), done
             return "mindwatch demo"
         return command
 
