@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from typing import NamedTuple
 
 import click
 import pytest
@@ -42,22 +43,37 @@ _FENCE = re.compile(r"^(\s*)(```|~~~)\s*([\w+-]*)")
 _CODE = {"bash", "sh", "shell", "python", "py", "yaml", "yml", "toml"}
 
 
-def blocks(path: Path) -> list[tuple[str, str]]:
-    """``(language, text)`` of each fenced block of a Markdown page."""
-    found: list[tuple[str, str]] = []
+class Block(NamedTuple):
+    """A fenced block of a Markdown page: its language, its text, and the lines (from 1)
+    of its opening and closing fences."""
+
+    lang: str
+    text: str
+    first: int
+    last: int
+
+
+def fenced(path: Path) -> list[Block]:
+    """Each fenced block of a Markdown page (also indented ones, in a list)."""
+    found: list[Block] = []
     lines: list[str] = []
-    lang, fence, indent = "", "", 0
-    for line in path.read_text(encoding="utf-8").split("\n"):
+    lang, fence, indent, first = "", "", 0, 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         match = _FENCE.match(line)
         if not fence and match:
             indent, fence, lang = len(match.group(1)), match.group(2), match.group(3)
-            lines = []
+            lines, first = [], number
         elif fence and line.strip() == fence:
-            found.append((lang, "\n".join(lines)))
+            found.append(Block(lang, "\n".join(lines), first, number))
             fence = ""
         elif fence:
             lines.append(line[indent:])
     return found
+
+
+def blocks(path: Path) -> list[tuple[str, str]]:
+    """``(language, text)`` of each fenced block of a Markdown page."""
+    return [(block.lang, block.text) for block in fenced(path)]
 
 
 def comparable(lang: str, text: str) -> str:

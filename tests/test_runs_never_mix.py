@@ -150,7 +150,7 @@ def test_no_room_for_a_new_folder_is_a_clear_error(tmp_path: Path) -> None:
 # ------------------------------------------------------------- folders that already mix
 
 
-def _tbx_run(
+def tensorboardx_run(
     folder: Path, first: int, last: int, *, tag: str = "train/loss", purge: bool = False
 ) -> None:
     from tensorboardX import SummaryWriter
@@ -164,29 +164,29 @@ def _tbx_run(
 
 def test_mixing_is_found_and_resumes_continuations_and_other_tags_are_not(tmp_path: Path) -> None:
     mixed = tmp_path / "mixed"
-    _tbx_run(mixed, 1, 50)
-    _tbx_run(mixed, 1, 40)
+    tensorboardx_run(mixed, 1, 50)
+    tensorboardx_run(mixed, 1, 40)
     found = mixed_runs(mixed)
     assert found is not None
     assert (
         found.describe() == "2 runs mixed in one folder: steps 1-50 (1 file), steps 1-40 (1 file)"
     )
     resumed = tmp_path / "resumed"
-    _tbx_run(resumed, 1, 50)
-    _tbx_run(resumed, 31, 60, purge=True)  # tensorboardX's purge_step: TensorBoard's marker
+    tensorboardx_run(resumed, 1, 50)
+    tensorboardx_run(resumed, 31, 60, purge=True)  # tensorboardX's purge_step: TensorBoard's marker
     continued = tmp_path / "continued"
-    _tbx_run(continued, 1, 50)
-    _tbx_run(continued, 51, 60)
+    tensorboardx_run(continued, 1, 50)
+    tensorboardx_run(continued, 51, 60)
     beside = tmp_path / "beside"  # MindFormers' own writer next to mindwatch's
-    _tbx_run(beside, 1, 50)
-    _tbx_run(beside, 1, 50, tag="loss")
+    tensorboardx_run(beside, 1, 50)
+    tensorboardx_run(beside, 1, 50, tag="loss")
     assert [mixed_runs(f) for f in (resumed, continued, beside)] == [None, None, None]
 
 
 def test_doctor_report_and_compare_say_so_and_the_fix_splits_it(tmp_path: Path) -> None:
     folder = tmp_path / "runs" / "exp"
-    _tbx_run(folder, 1, 50)
-    _tbx_run(folder, 1, 50)
+    tensorboardx_run(folder, 1, 50)
+    tensorboardx_run(folder, 1, 50)
     problems = [f for f in diagnose(folder) if f.verdict == "problem"]
     assert len(problems) == 1
     assert "2 runs mixed in one folder" in problems[0].message

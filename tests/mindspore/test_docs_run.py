@@ -37,7 +37,6 @@ import contextlib
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -51,9 +50,12 @@ from unittest import SkipTest
 
 import pytest
 from sybil import Document, Example, Region, Sybil
-from sybil.evaluators.doctest import DocTestEvaluator, DocTestRunner
+from sybil.evaluators.doctest import DocTestEvaluator
 from sybil.parsers.abstract.doctest import DocTestStringParser
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+
+from tests.test_docs import fenced
+from tests.test_runs_never_mix import tensorboardx_run
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -291,9 +293,7 @@ class MaskedDocTestEvaluator(DocTestEvaluator):
 
     def __init__(self) -> None:
         super().__init__()
-        checker = _MaskedChecker()
-        self.runner = DocTestRunner(0)
-        self.runner._checker = checker  # doctest takes a checker only in __init__
+        self.runner._checker = _MaskedChecker()  # doctest takes a checker only in __init__
 
 
 class _MaskedChecker:
@@ -397,13 +397,7 @@ class Docs:
     def tensorboardx_run(self, folder: str, steps: int) -> None:
         """A run of ``steps`` losses written into ``folder`` by tensorboardX (another tool:
         run again, it adds its files to the same folder)."""
-        from tensorboardX import SummaryWriter
-
-        writer = SummaryWriter(str(self.sandbox / folder))
-        for step in range(1, steps + 1):
-            writer.add_scalar("train/loss", 1.0 / step, step)
-        writer.close()
-        time.sleep(1.05)  # tensorboardX names its files by the second
+        tensorboardx_run(self.sandbox / folder, 1, steps)
 
     def age(self, folder: str, seconds: float) -> None:
         """Make every file of ``folder`` last changed ``seconds`` ago."""
@@ -475,20 +469,6 @@ SYBIL = Sybil(
         CodeBlockParser("text", evaluate_text),
     ]
 )
-_FENCE = re.compile(r"^```(.*)$", re.M)
-
-
-def _fences(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, info string) of each fenced block of a page."""
-    found: list[tuple[int, int, str]] = []
-    opening: Optional[re.Match[str]] = None
-    for match in _FENCE.finditer(text):
-        if opening is None:
-            opening = match
-        else:
-            found.append((opening.start(), match.end(), opening.group(1)))
-            opening = None
-    return found
 
 
 @pytest.mark.slow
@@ -499,9 +479,9 @@ def test_every_block_of_the_page_runs_as_shown(
     document = SYBIL.parse(page)
     examples = list(document)
     unrun = [
-        f"line {document.text.count(chr(10), 0, start) + 1}: ```{info}"
-        for start, end, info in _fences(document.text)
-        if not any(start <= example.start < end for example in examples)
+        f"line {block.first}: ```{block.lang}"
+        for block in fenced(page)
+        if not any(block.first <= example.line <= block.last for example in examples)
     ]
     assert not unrun, f"{page.name}: blocks neither run nor checked (tag them): {unrun}"
     reasons = re.findall(r"<!-- skip: next(.*?)-->", document.text)
@@ -522,7 +502,6 @@ def test_every_block_of_the_page_runs_as_shown(
                 raise AssertionError(f"{where}: {error}") from error
     finally:
         docs.close()
-    shutil.rmtree(sandbox / ".state", ignore_errors=True)
 
 
 @pytest.mark.parametrize(
