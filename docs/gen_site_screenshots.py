@@ -54,12 +54,13 @@ def tensorboard_screen(out: Path, tmp: Path) -> None:
 
 
 def cjk_fonts(tmp: Path) -> None:
-    """Let Chromium find a Chinese font: the WenQuanYi Micro Hei installed with mindwatch
-    (for the PDF report), through a fontconfig file that adds it to the system's fonts.
-    A machine without any CJK font (a CI image) would draw the Chinese page as boxes."""
-    import paperang_p2_fonts_cjk  # type: ignore[import-untyped]
+    """Let Chromium find a Chinese font: the Noto Sans CJK SC subset vendored with
+    mindwatch (for the PDF report), through a fontconfig file that adds it to the
+    system's fonts. A machine without any CJK font (a CI image) would draw the Chinese
+    page as boxes."""
+    from mindwatch.tools.report.charts import VENDORED_CJK
 
-    fonts = Path(paperang_p2_fonts_cjk.__file__).parent / "fonts"
+    fonts = VENDORED_CJK.parent
     conf = tmp / "fonts.conf"
     conf.write_text(
         '<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "fonts.dtd"><fontconfig>'

@@ -1,6 +1,6 @@
 """What `pip install` builds from pyproject.toml and setup.py: metadata with no
-deprecation warnings, a wheel with the compiled message catalogues and the vendored
-plotly.js."""
+deprecation warnings, a wheel with the compiled message catalogues, the vendored
+plotly.js and CJK font, and no font package among the dependencies."""
 
 from __future__ import annotations
 
@@ -71,6 +71,16 @@ def test_the_report_needs_no_plotly_package(
     assert all("extra ==" in r for r in needs), needs
 
 
+def test_the_cjk_font_is_vendored_not_a_dependency(
+    metadata: tuple[email.message.Message, str],
+) -> None:
+    """The report's CJK font is the vendored Noto Sans CJK SC subset (vendor/README.md):
+    no font package is installed with mindwatch."""
+    meta, _ = metadata
+    requires = meta.get_all("Requires-Dist") or []
+    assert not [r for r in requires if "font" in r.lower()], requires
+
+
 def test_the_mindspore_extra_brings_numpy_1(
     metadata: tuple[email.message.Message, str],
 ) -> None:
@@ -108,10 +118,17 @@ def test_the_wheel_carries_the_compiled_chinese_catalogue(tmp_path: Path) -> Non
         names = archive.namelist()
         assert "mindwatch/locale/zh/LC_MESSAGES/mindwatch.po" in names
         mo = archive.read("mindwatch/locale/zh/LC_MESSAGES/mindwatch.mo")
-        # the HTML report's plotly.js, with its licence and version note: a report
-        # written by an installed mindwatch fetches nothing
+        # the HTML report's plotly.js and the PDF's CJK font, with their licences and
+        # the note of their versions: a report written by an installed mindwatch fetches
+        # nothing, and the OFL's condition (the licence travels with the font) holds
         vendor = ROOT / "src/mindwatch/tools/report/vendor"
-        for name in ("plotly-cartesian.min.js", "LICENSE-plotly.js.txt", "README.md"):
+        for name in (
+            "plotly-cartesian.min.js",
+            "LICENSE-plotly.js.txt",
+            "NotoSansCJKsc-Subset.ttf",
+            "LICENSE-NotoSansCJK.txt",
+            "README.md",
+        ):
             carried = archive.read(f"mindwatch/tools/report/vendor/{name}")
             assert carried == (vendor / name).read_bytes(), name
     assert gettext.GNUTranslations(io.BytesIO(mo)).gettext("critical") == "严重"

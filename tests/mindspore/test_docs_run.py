@@ -524,7 +524,7 @@ def test_every_block_of_the_page_runs_as_shown(
         ),
         ("[PROBLEM] run .: mixed", "[PROBLEM] run .: mixed\n1 problem found", False),
         ("a local file system (...)", "a local file system (overlay)", True),
-        ("...+WenQuanYiMicroHei CID", "GICETM+WenQuanYiMicroHei CID", True),
+        ("...+NotoSansCJKscSubset-Regular CID", "GICETM+NotoSansCJKscSubset-Regular CID", True),
         ("first\n...\nlast", "first\nlast", True),
         ("first\n...\nlast", "first\nmiddle\nlast\nmore", False),
     ],

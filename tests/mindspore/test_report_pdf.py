@@ -111,7 +111,7 @@ def test_two_runs_in_chinese(pdftoppm: str, demo_runs: Path, tmp_path: Path) -> 
     pdf = report(demo_runs, tmp_path / "out", "--lang", "zh")
     pages = check_pages(pdftoppm, pdf, tmp_path)
     fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True).stdout
-    assert re.search(r"WenQuanYi\S*\s+CID TrueType\s+Identity-H\s+yes\s+yes\s+yes", fonts)
+    assert re.search(r"NotoSansCJKscSubset\S*\s+CID TrueType\s+Identity-H\s+yes\s+yes\s+yes", fonts)
     cover = text(pdf, 1)
     for heading in ("训练报告", "运行对比", "最终损失", "超参数"):
         assert heading in cover

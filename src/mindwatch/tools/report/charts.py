@@ -6,20 +6,22 @@ TensorBoard smooths them (the raw values faint behind), the learning rate, throu
 with the band across ranks, step time on a log scale, per-layer parameter norms. Lines
 are drawn from at most 2,000 points each (min and max per bucket), so a million-point
 run costs no more than a short one. Text is in the current language
-(:mod:`mindwatch.common.i18n`); Chinese needs a CJK font (:func:`cjk_font`, which
+(:mod:`mindwatch.common.i18n`); Chinese needs a CJK font (:func:`cjk_fonts`, which
 :func:`style` puts after DejaVu Sans as a per-glyph fallback).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import math
 import re
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 
@@ -32,7 +34,7 @@ __all__ = [
     "STATS",
     "Draw",
     "charts",
-    "cjk_font",
+    "cjk_fonts",
     "legend",
     "number",
     "style",
@@ -47,7 +49,11 @@ _COLORS = [
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 ]  # fmt: skip
 _BASE_FONT = "DejaVu Sans"
-# Files of CJK fonts, looked for in this order: the packaged one, then common system ones.
+# matplotlib's warning for a character no font in font.family has (>= 3.6)
+_MISSING_GLYPH = re.compile(r"Glyph (\d+) \(.*\) missing from")
+# The vendored CJK font (a subset of Noto Sans CJK SC: vendor/README.md says which
+# characters and why), then system fonts that cover more, used where they exist.
+VENDORED_CJK = Path(__file__).with_name("vendor") / "NotoSansCJKsc-Subset.ttf"
 _SYSTEM_CJK = (
     "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
     "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
@@ -63,32 +69,32 @@ STATS = {"p50": N_("median"), "p95": N_("p95"), "mean": N_("mean"), "min": N_("m
           "max": N_("max")}  # fmt: skip
 
 
-def cjk_font() -> Optional[str]:
-    """The name of a CJK font registered with matplotlib, or None (with a warning)."""
+@functools.cache  # registered with matplotlib once per process
+def cjk_fonts() -> tuple[str, ...]:
+    """The names of the CJK fonts registered with matplotlib, in fallback order: the
+    vendored Noto Sans CJK SC subset (``vendor/README.md``), then the CJK fonts of the
+    system that exist (they fill in characters the subset lacks). Empty, with a
+    warning, when none can be read."""
     from matplotlib import font_manager
 
-    candidates: list[str] = []
-    try:
-        from importlib.resources import files
-
-        packaged = files("paperang_p2_fonts_cjk") / "fonts" / "wqy-microhei.ttc"
-        if packaged.is_file():
-            candidates.append(str(packaged))
-    except ImportError:
-        pass
-    candidates += [p for p in _SYSTEM_CJK if Path(p).is_file()]
+    candidates = [str(VENDORED_CJK)] + [p for p in _SYSTEM_CJK if Path(p).is_file()]
+    names: list[str] = []
     for path in candidates:
         try:
             font_manager.fontManager.addfont(path)
-            return str(font_manager.FontProperties(fname=path).get_name())
+            name = str(font_manager.FontProperties(fname=path).get_name())
         except (OSError, RuntimeError, ValueError) as exc:
             log.debug("cannot use the font %s: %s", path, exc)
-    log.warning(
-        "mindwatch: no CJK font found; Chinese text in the PDF shows as boxes. "
-        "Reinstall mindwatch (it depends on paperang-p2-fonts-cjk) or install "
-        "fonts-wqy-microhei."
-    )
-    return None
+        else:
+            if name not in names:
+                names.append(name)
+    if not names:
+        log.warning(
+            "mindwatch: no CJK font found (%s cannot be read); Chinese text in the PDF "
+            "shows as boxes. Reinstall mindwatch, or install fonts-noto-cjk.",
+            VENDORED_CJK,
+        )
+    return tuple(names)
 
 
 def _color(i: int) -> str:
@@ -287,10 +293,9 @@ def style(*, truetype: bool = True) -> Iterator[None]:
     it (Type 3 fonts hold 255 glyphs; matplotlib draws the rest as shapes)."""
     import matplotlib
 
-    cjk = cjk_font()
     rc: Any = {
         "text.parse_math": False,  # '$' in a run or tag name is plain text
-        "font.family": [_BASE_FONT] + ([cjk] if cjk else []),  # per-glyph fallback
+        "font.family": [_BASE_FONT, *cjk_fonts()],  # per-glyph fallback
         "pdf.fonttype": 42 if truetype else 3,
         "svg.fonttype": "path",  # text as shapes: a tag named <script> is not markup
         "svg.hashsalt": "mindwatch",  # the same SVG for the same runs
@@ -301,10 +306,44 @@ def style(*, truetype: bool = True) -> Iterator[None]:
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        with matplotlib.rc_context(rc):
+        with matplotlib.rc_context(rc), _missing_glyphs():
             yield
     finally:
         quiet.setLevel(level)
+
+
+@contextmanager
+def _missing_glyphs() -> Iterator[None]:
+    """One warning naming the characters that none of the fonts has, instead of
+    matplotlib's one per character and per time a text is measured or drawn (a run's
+    name is drawn on every page). matplotlib draws such a character as its "last
+    resort" box; the text stays extractable from the PDF."""
+    missing: set[int] = set()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.filterwarnings("always", message=_MISSING_GLYPH.pattern)
+        try:
+            yield
+        finally:
+            others = []
+            for warning in caught:
+                found = _MISSING_GLYPH.match(str(warning.message))
+                if found:
+                    missing.add(int(found.group(1)))
+                else:
+                    others.append(warning)
+    for warning in others:  # not ours: shown as they would have been
+        warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    if missing:
+        shown = ", ".join(f"{chr(c)} (U+{c:04X})" for c in sorted(missing)[:20])
+        more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
+        log.warning(
+            "mindwatch: %d characters of the report are in none of its fonts and show as "
+            "boxes in the PDF and the charts: %s%s. Install a font that has them (Noto "
+            "Sans CJK: fonts-noto-cjk) and write the report again.",
+            len(missing),
+            shown,
+            more,
+        )
 
 
 def svg_charts(runs: Sequence[RunSummary]) -> list[tuple[str, str]]:

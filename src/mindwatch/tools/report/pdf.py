@@ -8,10 +8,10 @@ vector graphics; then the anomalies (each analysed alert's story and heatmap,
 
 The charts are :mod:`mindwatch.tools.report.charts`' (the script-free HTML shows the
 same). Text is in the current language (:mod:`mindwatch.common.i18n`). Chinese needs a
-CJK font: the WenQuanYi Micro Hei that the ``paperang-p2-fonts-cjk`` dependency ships
-(or a Noto Sans CJK / Source Han Sans the system has) is the fallback after DejaVu Sans,
-and, when the PDF holds CJK text, fonts are embedded as Type 42 (TrueType, subset to
-the glyphs used), so the PDF shows and ``pdftotext`` extracts the Chinese. Otherwise
+CJK font: the vendored subset of Noto Sans CJK SC (``vendor/README.md``; then the CJK
+fonts the system has, for characters it lacks) is the fallback after DejaVu Sans, and,
+when the PDF holds CJK text, fonts are embedded as Type 42 (TrueType, subset to the
+glyphs used), so the PDF shows and ``pdftotext`` extracts the Chinese. Otherwise
 Type 3, as searchable and extractable, without the ~0.4 s of font subsetting that was
 half the PDF's time.
 """
