@@ -35,9 +35,10 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from mindwatch.run.layout import SKIP_FILE
+
 __all__ = ["SKIP_FILE", "SkipList", "resume_hint"]
 
-SKIP_FILE = "skip.json"
 FORMAT = "mindwatch.skip/1"
 
 

@@ -36,12 +36,12 @@ from mindwatch.forensics import FlightRecorder, analyse
 from mindwatch.forensics.analysis import Direction
 from mindwatch.forensics.exchange import decode, merge, order
 from mindwatch.forensics.skiplist import SKIP_FILE, SkipList, resume_hint
+from mindwatch.run.layout import FORENSICS_DIR
 
 __all__ = ["FORENSICS_DIR", "Investigator"]
 
 log = logging.getLogger(__name__)
 
-FORENSICS_DIR = "forensics"
 _SUMMARY_MOVERS = 5  # movers in the alert line; the file keeps them all
 
 

@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 from mindwatch.common.side_files import NotASideFileError, parse_json, read_side_file
 from mindwatch.common.warn import WarnOnce
-from mindwatch.run.layout import EVENT_FILE_PREFIX
+from mindwatch.run.layout import EVENT_FILE_PREFIX, RANK_FILE
 from mindwatch.run.ranks import place_label
 from mindwatch.run.record import read_run_file
 
@@ -39,7 +39,6 @@ __all__ = ["RANK_FILE", "RankIdentity", "rank_identity", "write_rank_file"]
 
 log = logging.getLogger(__name__)
 
-RANK_FILE = "rank.json"
 _MAX_BYTES = 1 << 20
 _tmp = itertools.count()
 _warn = WarnOnce(log)
