@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -18,9 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mindwatch.aggregate.allreduce import finish, reduce_all
+from mindwatch import Monitor
+from mindwatch.aggregate.allreduce import TOKENS, finish, reduce_all
 from mindwatch.aggregate.reductions import Reduction, ReductionTable, reduce_values
 from mindwatch.testing import LocalGroup
+from tests.aggregate.test_multirank import run_ranks
+from tests.tbread import scalars
 
 NAN, INF = math.nan, math.inf
 Cell = Optional[float]  # None: the rank did not log the value at that step
@@ -28,12 +32,17 @@ KIND_TAG = {"mean": "train/loss", "max": "perf/step_time_ms", "sum": "perf/sampl
 WORLDS = range(3, 9)
 
 
-def numpy_path(values: list[list[Cell]], kind: str) -> list[Optional[dict[str, float]]]:
+def numpy_path(
+    values: list[list[Cell]], kind: str, tokens: Optional[list[list[Cell]]] = None
+) -> list[Optional[dict[str, float]]]:
     """Per step: the global value and spread ``reduce_values`` gives, None where no rank
-    logged the value."""
+    logged the value; ``tokens``: each rank's weight per step (None: not given)."""
     array = np.array([[NAN if v is None else v for v in row] for row in values])
     present = np.array([[v is not None for v in row] for row in values])
-    result, spread, counted = reduce_values(array, present, Reduction(kind))  # type: ignore[arg-type]
+    weights = None
+    if tokens is not None:
+        weights = np.array([[0.0 if w is None else w for w in row] for row in tokens])
+    result, spread, counted = reduce_values(array, present, Reduction(kind), weights)  # type: ignore[arg-type]
     assert spread is not None
     out: list[Optional[dict[str, float]]] = []
     for i in range(array.shape[1]):
@@ -46,7 +55,9 @@ def numpy_path(values: list[list[Cell]], kind: str) -> list[Optional[dict[str, f
     return out
 
 
-def allreduce_path(values: list[list[Cell]], kind: str) -> list[Optional[dict[str, float]]]:
+def allreduce_path(
+    values: list[list[Cell]], kind: str, tokens: Optional[list[list[Cell]]] = None
+) -> list[Optional[dict[str, float]]]:
     """The same from the four all-reduces over simulated ranks, as rank 0 writes it."""
     world, n_steps = len(values), len(values[0])
     tag = KIND_TAG[kind]
@@ -58,17 +69,22 @@ def allreduce_path(values: list[list[Cell]], kind: str) -> list[Optional[dict[st
 
     def rank_main(rank: int) -> None:
         try:
-            rows = [
-                (step, {} if values[rank][step] is None else {tag: values[rank][step]})
-                for step in range(n_steps)
-            ]
+            rows: list[tuple[int, dict[str, float]]] = []
+            for step in range(n_steps):
+                row: dict[str, float] = {}
+                if values[rank][step] is not None:
+                    row[tag] = values[rank][step]  # type: ignore[assignment]
+                if tokens is not None and tokens[rank][step] is not None:
+                    row[TOKENS] = tokens[rank][step]  # type: ignore[assignment]
+                rows.append((step, row))
+            tags = [tag] if tokens is None else [tag, TOKENS]
             reduced, _ = reduce_all(
                 group.member(rank).all_reduce, rank=rank, world=world, round_no=1,
-                capacity=8, proposal=0, stop=False, rows=rows, tags=[tag], table=table,
+                capacity=8, proposal=0, stop=False, rows=rows, tags=tags, table=table,
             )  # fmt: skip
             if rank == 0:
                 rows0 = [(s, 0.0, list(r.items()), None, None, None) for s, r in rows]
-                out[0] = finish(reduced, rows0, [tag], table)
+                out[0] = finish(reduced, rows0, tags, table)
         except BaseException as exc:  # re-raised by the caller
             errors.append(exc)
 
@@ -220,8 +236,57 @@ def test_both_paths_agree_on_random_ranks_with_many_ties(data: list[list[Cell]],
             assert _same(x[field], y[field]), (field, step, x, y, data)
 
 
+_WEIGHT = st.one_of(st.none(), st.sampled_from([0.0, 1.0, 3.0, 512.0]), st.floats(0.5, 1e4))
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(
+    data=st.integers(1, 8).flatmap(
+        lambda world: st.integers(1, 4).flatmap(
+            lambda n: st.tuples(
+                st.lists(st.lists(_CELL, min_size=n, max_size=n), min_size=world, max_size=world),
+                st.lists(st.lists(_WEIGHT, min_size=n, max_size=n), min_size=world, max_size=world),
+            )
+        )
+    )
+)
+def test_both_paths_weigh_the_mean_alike(
+    data: tuple[list[list[Cell]], list[list[Cell]]],
+) -> None:
+    # Weighted by tokens where every contributing rank gave a positive weight, plain
+    # otherwise (a rank without a weight, or with 0).
+    values, tokens = data
+    a = numpy_path(values, "mean", tokens)
+    b = allreduce_path(values, "mean", tokens)
+    assert [s is None for s in a] == [s is None for s in b]
+    for x, y in zip(a, b):
+        if x is not None and y is not None:
+            assert _same(x["value"], y["value"]), (x, y, data)
+            assert x["argmax"] == y["argmax"], (x, y, data)
+
+
 def _key(value: Cell) -> float:
     assert value is not None
     if not math.isfinite(value):
         return math.inf
     return float(np.float32(max(min(value, 3.4028234663852886e38), -3.4028234663852886e38)))
+
+
+@pytest.mark.parametrize("world", [3, 8])
+def test_a_monitored_job_names_the_lowest_tied_rank(tmp_path: Path, world: int) -> None:
+    # Through Monitor and the aggregator: the loss equal on every rank, a metric whose
+    # maximum two ranks share (the last one and one in the middle), NaN on two ranks.
+    middle, last = world // 2, world - 1
+
+    def body(mon: Monitor, rank: int) -> None:
+        with mon:
+            for step in range(1, 21):
+                acc = 0.9 if rank in (middle, last) else 0.5 + 0.01 * rank
+                bad = math.nan if rank in (middle, last) and step == 20 else 1.0
+                mon.log_step(step, loss=2.0, accuracy=acc, bad=bad, samples=8)
+
+    run_ranks(world, tmp_path, body, config={"aggregate_every": 10})
+    curves = scalars(tmp_path)
+    assert [v for _, v in curves["ranks/loss_argmax"]] == [0.0] * 20
+    assert [v for _, v in curves["ranks/accuracy_argmax"]] == [float(middle)] * 20
+    assert [v for _, v in curves["ranks/bad_argmax"]] == [0.0] * 19 + [float(middle)]

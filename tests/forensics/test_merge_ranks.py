@@ -7,6 +7,7 @@ gathered slots (no framework)."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from pathlib import Path
 from typing import Any, Optional
@@ -226,7 +227,7 @@ def test_every_ranks_batch_of_one_step_reaches_the_skip_list(tmp_path: Path, wor
     assert skips.samples == expected
 
 
-def test_the_skip_list_keeps_each_ranks_batch_once() -> None:
+def test_the_skip_list_keeps_each_ranks_batch_once(tmp_path: Path) -> None:
     skips = SkipList()
     for rank in range(8):
         assert skips.add({"step": 7, "rank": rank, "sample_ids": [10 * rank, 10 * rank + 1]})
@@ -236,5 +237,23 @@ def test_the_skip_list_keeps_each_ranks_batch_once() -> None:
     body = skips.to_json()
     assert body["samples"] == sorted({10 * r + k for r in range(8) for k in (0, 1)} | {32})
     # ids as the id column gives them, each once, sorted: numbers first, then strings
-    mixed = SkipList([np.int64(3), 3.0, "b", b"a", np.float32(2.0)])
-    assert mixed.to_json()["samples"] == [2, 3, "a", "b"]
+    mixed = SkipList([np.float32(2.0), np.int64(3), 3.0, "b", b"a", 7.5])
+    mixed.add({"step": 9, "rank": 0, "sample_ids": [np.float64(11.0), b"c"]})
+    mixed.write(tmp_path / "skip.json")
+    # As JSON writes them: 2, not 2.0 (a float column's whole ids are ids, not measures).
+    text = (tmp_path / "skip.json").read_text()
+    assert json.loads(text)["samples"] == [2, 3, 7.5, 11, "a", "b", "c"]
+    assert '"samples": [\n  2,\n  3,\n  7.5,\n  11,' in text
+    assert '"sample_ids": [\n    11,\n    "c"\n   ]' in text
+
+
+def test_a_slot_tells_ids_not_sent_from_ids_not_recorded() -> None:
+    squares, loss = healthy(120, seed=3)
+    recorder = record(squares, loss)
+    recorder.add_sample_ids(110, ["a", "b"])  # a string id column: not sent
+    got = decode(rank_slot(recorder, 110, lookback=20, z=6.0, rank=2), 2, NAMES)
+    assert got is not None
+    assert got["batch"] == {"rank": 2, "sample_ids": [], "nonfinite_samples": None}
+    bare = decode(rank_slot(record(squares, loss), 110, lookback=20, z=6.0, rank=2), 2, NAMES)
+    assert bare is not None
+    assert bare["batch"] == {"rank": 2, "sample_ids": None, "nonfinite_samples": None}
