@@ -221,6 +221,10 @@ def test_every_ranks_batch_of_one_step_reaches_the_skip_list(tmp_path: Path, wor
         inv.finish(alert, inv.analyse(110, 3), slots)
         assert alert.extra["forensics"]["blame"] == named
         assert alert.extra["sample_ids"] == [1000 * named + i for i in range(4)]
+    # The resume lines: the file, and MindFormers resuming past the bad step.
+    skip = alert.extra["forensics"]["skip"]
+    assert skip["file"] == str(tmp_path / "skip.json")
+    assert skip["yaml"] == ["resume_training: True", "data_skip_steps: 110"]
     skips = SkipList.load(tmp_path)
     assert [(s["step"], s["rank"]) for s in skips.steps] == [(110, 1), (110, world - 1)]
     expected = {1000 * r + i for r in (1, world - 1) for i in range(4)}

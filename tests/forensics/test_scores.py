@@ -163,3 +163,47 @@ def test_a_mover_departs_at_the_first_step_reaching_z() -> None:
     assert movers(job(layer_log=log).window(52), 52, lookback=LOOKBACK, z=Z) == []
     m = only(movers(job(layer_log=log).window(54), 54, lookback=LOOKBACK, z=Z))
     assert (m.onset, m.z) == (53, pytest.approx(6.5, rel=1e-9))
+
+
+def gappy(rise: float = 1.0) -> FlightRecorder:
+    """40 steps; no norms at step 35, the logit logged every other step; fc2.weight
+    x``rise`` from step 33."""
+    recorder = FlightRecorder(64)
+    recorder.set_layers(NAMES)
+    for step in range(1, 41):
+        norms = SCALES * np.exp(wiggle(40, 0.1)[step - 1])
+        if step >= 33:
+            norms[2] *= rise
+        if step != 35:  # the cell returned no norms at step 35
+            recorder.add_layers(step, norms**2)
+        values = {"loss": float(np.exp(wiggle(40, 0.05)[step - 1]))}
+        if step % 2 == 0:
+            values["max_attention_logit/0"] = 30.0  # logged every other step
+        recorder.add_scalars(step, values)
+    return recorder
+
+
+def test_a_step_without_a_value_is_nan_in_the_window_and_never_a_departure() -> None:
+    window = gappy().window(40)
+    assert window.steps == list(range(1, 41))
+    logit = window.scalars["max_attention_logit/0"]
+    assert np.isnan(logit[0::2]).all()
+    assert (logit[1::2] == 30.0).all()
+    assert window.layers is not None
+    assert np.isnan(window.layers[34]).all()
+    assert not np.isnan(window.layers[33]).any()
+    # A gap is not a value: nothing departs (a zero there would be a dip, and in log a
+    # value not finite, the largest departure).
+    assert movers(window, 40, lookback=10, z=Z) == []
+    assert movers(window, 40, lookback=10, z=Z, direction="down") == []
+    # A layer that did depart keeps its scores around the gap.
+    window = gappy(rise=4.0).window(40)
+    m = only(movers(window, 40, lookback=10, z=Z))
+    assert (m.name, m.onset) == ("fc2.weight", 33)
+    assert m.z == pytest.approx((math.log(4.0) - 0.1) / (MAD * 0.1), rel=1e-9)
+    assert m.peak_z == pytest.approx((math.log(4.0) + 0.1) / (MAD * 0.1), rel=1e-9)
+    heat = analyse(window, 40, lookback=10, z=Z)["heat"]
+    assert heat["layers"][0] == "fc2.weight"
+    row = dict(zip(heat["steps"], heat["z"][0]))
+    assert row[35] is None  # no value: no colour
+    assert row[36] == round((math.log(4.0) + 0.1) / (MAD * 0.1), 2)
