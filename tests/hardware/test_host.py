@@ -60,11 +60,9 @@ def test_cpu_percent_after_a_busy_loop_is_positive(tmp_path: Path) -> None:
     assert values["hw/cpu_percent"] <= 100 * (psutil.cpu_count() or 1) + 50
 
 
-def test_the_disk_is_the_one_holding_the_path(tmp_path: Path) -> None:
-    probe = HostProbe(tmp_path)
-    keys = set(psutil.disk_io_counters(perdisk=True))
-    assert probe.sources["disk"] in keys | {"all disks"}
-    assert probe.sources["net"] == "all interfaces"
+def test_the_network_is_every_interface(tmp_path: Path) -> None:
+    # The disk holding the path: tests/hardware/test_host_values.py, pinned per disk.
+    assert HostProbe(tmp_path).sources["net"] == "all interfaces"
 
 
 def test_a_path_on_no_disk_falls_back_to_the_host_totals() -> None:

@@ -214,3 +214,66 @@ def test_a_process_holding_more_and_more_arrays_shows_a_leak(tmp_path: Path) -> 
     assert GROWTH in sample.values, sample
     assert sample.values[GROWTH] > 0
     assert sample.values[RISING] >= 0.8
+
+
+# -- promises of the module docs that only show over several ticks -------------------------
+
+
+def test_a_late_result_is_dropped_not_put_in_a_later_sample() -> None:
+    # "late" blocks on its first call; "gate" lets it return *while* tick 3 is
+    # collecting, then holds tick 4 back, so the test reads tick 3's sample at leisure.
+    release, returned, proceed = threading.Event(), threading.Event(), threading.Event()
+    late_calls = itertools.count(1)
+    gate_calls = itertools.count(1)
+
+    def late() -> dict[str, float]:
+        n = next(late_calls)
+        if n == 1:
+            release.wait(20)
+            returned.set()
+        return {"hw/late": float(n)}
+
+    def gate() -> dict[str, float]:
+        n = next(gate_calls)
+        if n == 3:
+            release.set()
+            returned.wait(20)
+            time.sleep(0.2)  # the late outcome is handed over on its own thread
+        elif n > 3:
+            proceed.wait(20)
+        return {"hw/gate": float(min(n, 4))}
+
+    with Sampler({"late": late, "gate": gate}, 0.02, budget_s=1.5) as sampler:
+        third = wait_for(sampler, lambda s: s.values.get("hw/gate") == 3.0)
+        assert "hw/late" not in third.values  # from tick 1, not tick 3's moment
+        proceed.set()
+        after = wait_for(sampler, lambda s: "hw/late" in s.values)
+    assert after.values["hw/late"] == 2.0  # started afresh once it had returned
+
+
+def test_growth_covers_only_the_last_window() -> None:
+    # RSS rises for 10 samples, then stays flat: once the rise has left the window the
+    # rising share is 0 (a history kept whole would keep some rising steps).
+    calls = itertools.count(0)
+
+    def fake_rss() -> dict[str, float]:
+        return {"hw/rss_mb": 100.0 + 10.0 * min(next(calls), 10)}
+
+    with Sampler([fake_rss], 0.02, growth_window_s=0.3) as sampler:
+        rising = wait_for(sampler, lambda s: s.values.get(RISING, 0.0) > 0.0)
+        flat = wait_for(sampler, lambda s: s.seq > 40 and s.values.get(RISING) == 0.0)
+    assert rising.values[GROWTH] > 0
+    assert flat.values[GROWTH] == 0.0
+
+
+def test_probes_with_the_same_name_are_both_read() -> None:
+    def one() -> dict[str, float]:
+        return {"hw/one": 1.0}
+
+    def two() -> dict[str, float]:
+        return {"hw/two": 2.0}
+
+    one.name = two.name = "card"  # type: ignore[attr-defined]
+    with Sampler([one, two], 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 3, limit_s=10)
+    assert dict(sample.values) == {"hw/one": 1.0, "hw/two": 2.0}

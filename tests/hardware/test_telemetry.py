@@ -4,8 +4,13 @@ the interval's last step on every rank under reduction (spread and outlier rank)
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
+
+import psutil
+import pytest
 
 from mindwatch import Monitor
 from tests.aggregate.test_multirank import run_ranks
@@ -118,3 +123,49 @@ def test_a_hanging_npu_smi_costs_a_warning_and_never_stalls_logging(
     assert not [tag for tag in curves if tag.startswith("hw/npu_")]
     slow = [r for r in caplog.records if "npu" in r.getMessage()]
     assert 1 <= len(slow) <= 2  # the probe past its budget, and npu-smi killed
+
+
+def test_run_json_names_the_disk_holding_the_run_folder(tmp_path: Path) -> None:
+    from tests.hardware.test_host_values import _kernel_disk
+
+    expected = _kernel_disk(tmp_path)
+    keys = set(psutil.disk_io_counters(perdisk=True) or {})
+    if expected is None or expected not in keys:
+        pytest.skip(f"{tmp_path} is on no block device psutil counts here (overlay, tmpfs)")
+    with Monitor(tmp_path / "run", {**QUIET, "hardware": {"period_s": 60}}) as mon:
+        mon.log_step(1, loss=1.0)
+    sources = json.loads((tmp_path / "run" / "run.json").read_text())["hardware"]["sources"]
+    assert (sources["disk"], sources["net"]) == (expected, "all interfaces")
+
+
+def test_a_run_folder_on_no_disk_says_its_rates_are_all_disks() -> None:
+    shm = Path("/dev/shm")
+    mounts = {p.mountpoint: p.fstype for p in psutil.disk_partitions(all=True)}
+    if mounts.get(str(shm)) != "tmpfs" or not os.access(shm, os.W_OK):
+        pytest.skip("no writable tmpfs at /dev/shm on this host")
+    with tempfile.TemporaryDirectory(dir=shm) as folder:
+        with Monitor(Path(folder) / "run", {**QUIET, "hardware": {"period_s": 60}}) as mon:
+            mon.log_step(1, loss=1.0)
+        facts = json.loads((Path(folder) / "run" / "run.json").read_text())["hardware"]
+    # Not the disk of the working directory, which holds no part of this run.
+    assert facts["sources"]["disk"] == "all disks"
+
+
+def test_on_four_ranks_a_tie_for_the_hottest_names_the_lowest(tmp_path: Path) -> None:
+    temps = [40.0, 65.0, 50.0, 65.0]  # ranks 1 and 3 share the maximum
+
+    def body(mon: Monitor, rank: int) -> None:
+        assert mon.telemetry is not None
+        mon.telemetry.add_probe("card", lambda: {"hw/npu_temp_c": temps[rank]}, "test")
+        with mon:
+            for step in range(1, 121):
+                mon.log_step(step, loss=1.0, samples=8)
+                time.sleep(0.01)
+
+    run_ranks(4, tmp_path, body, config={"aggregate_every": 20, "hardware": {"period_s": 0.5}})
+    curves = scalars(tmp_path)
+    assert curves["hw/npu_temp_c"]
+    assert {v for _, v in curves["hw/npu_temp_c"]} == {65.0}
+    assert {v for _, v in curves["ranks/npu_temp_c_argmax"]} == {1.0}
+    assert {v for _, v in curves["ranks/npu_temp_c_min"]} == {40.0}
+    assert {v for _, v in curves["ranks/npu_temp_c_mean"]} == {55.0}

@@ -20,8 +20,10 @@ Rounds (``C`` = rank 0's steps x tags, the *cells*):
    -inf, the sum and the sum of squares of the finite values about the shift, and for
    weighted means the count of positive weights, the weighted shifted sum and the weight;
 3. *max*, :func:`max_vector`: per cell the maximum, minus the minimum (NaN left out: they
-   are counted in round 2) and the outlier key (+inf for a non-finite value, else the
-   value, rounded to float32 so every rank can compare its own with the maximum);
+   are counted in round 2) and the outlier key
+   (:func:`~mindwatch.aggregate.reductions.outlier_key`: +inf for a non-finite value,
+   else the value rounded to float32, so every rank can compare its own with the
+   maximum);
 4. *max*, :func:`argmax_vector`: per cell minus the rank, for the ranks whose key is the
    maximum: minus the lowest such rank.
 
@@ -48,7 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindwatch.aggregate.collective import CorruptSliceError
-from mindwatch.aggregate.reductions import ReductionTable, spread_tags
+from mindwatch.aggregate.reductions import ReductionTable, outlier_key, spread_tags
 
 __all__ = [
     "SAMPLES",
@@ -278,19 +280,16 @@ def sum_vector(
     return np.concatenate([[MAGIC, 1.0, round_no], sums.ravel()])
 
 
-def _key32(values: Floats, use: npt.NDArray[np.bool_]) -> Floats:
-    with np.errstate(over="ignore", invalid="ignore"):
-        key = np.where(np.isfinite(values), values, np.inf).astype(np.float32)
-    out: Floats = np.where(use, key.astype(np.float64), -np.inf)
-    return out
-
-
 def max_vector(round_no: int, values: Floats, use: npt.NDArray[np.bool_]) -> Floats:
     """Round 3 (max): maximum, minus minimum (NaN left out) and the outlier key."""
     ok = use & ~np.isnan(values)
     with np.errstate(invalid="ignore"):
         parts = np.stack(
-            [np.where(ok, values, -np.inf), np.where(ok, -values, -np.inf), _key32(values, use)]
+            [
+                np.where(ok, values, -np.inf),
+                np.where(ok, -values, -np.inf),
+                outlier_key(values, use),
+            ]
         )
     return np.concatenate([[MAGIC, -MAGIC, round_no, -round_no], parts.ravel()])
 
@@ -299,7 +298,7 @@ def argmax_vector(
     round_no: int, rank: int, values: Floats, use: npt.NDArray[np.bool_], key: Floats
 ) -> Floats:
     """Round 4 (max): minus this rank where its key is the largest."""
-    mine = use & (_key32(values, use) == key)
+    mine = use & (outlier_key(values, use) == key)
     cells = np.where(mine, -float(rank), -np.inf)
     return np.concatenate([[MAGIC, -MAGIC, round_no, -round_no], cells.ravel()])
 

@@ -22,6 +22,13 @@ largest value (a rank whose value is NaN or infinite counts as the largest: that
 rank to look at). ``<name>`` is the tag without its first namespace
 (``train/loss`` -> ``loss``, ``perf/step_time_ms`` -> ``step_time_ms``).
 
+The argmax compares the values at float32 precision (:func:`outlier_key`) and a tie goes
+to the *lowest* rank: a loss equal on every rank names rank 0, and values that differ
+only below float32's precision (which is all TensorBoard stores, and all MindSpore's CPU
+collectives carry) tie. The all-reduce path (:mod:`mindwatch.aggregate.allreduce`)
+uses the same key and the same rule, so ``mindwatch convert`` over per-rank logs and the
+job's own reduction name the same rank.
+
 A reduction may be limited to some ranks (``ranks``): under pipeline parallelism only
 the last stage computes the loss, and the others report zeros.
 """
@@ -43,6 +50,7 @@ __all__ = [
     "BUILTIN_REDUCTIONS",
     "Reduction",
     "ReductionTable",
+    "outlier_key",
     "reduce_values",
     "spread_tags",
 ]
@@ -51,6 +59,7 @@ Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
 
 KINDS: tuple[ReduceKind, ...] = ("mean", "sum", "max", "min", "once", "per_rank")
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -242,6 +251,20 @@ def _nan_if_any(result: Floats, values: Floats, use: Mask) -> Floats:
     return np.where(has_nan, np.nan, result)
 
 
+def outlier_key(values: Floats, present: Mask) -> Floats:
+    """What ``ranks/<name>_argmax`` ranks the ranks by (see the module docs): +inf for a
+    value that is not finite (NaN, +-inf: the rank to look at), else the value rounded to
+    float32, clipped to float32's finite range so that no finite value ties with a
+    non-finite one; -inf where the rank did not contribute. The argmax is the lowest
+    rank holding the largest key."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.isfinite(values)
+        clipped = np.clip(np.where(finite, values, 0.0), -_F32_MAX, _F32_MAX)
+        key = np.where(finite, clipped.astype(np.float32).astype(np.float64), np.inf)
+    out: Floats = np.where(present, key, -np.inf)
+    return out
+
+
 def _spread(values: Floats, present: Mask) -> Floats:
     count = present.sum(axis=0)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -253,10 +276,9 @@ def _spread(values: Floats, present: Mask) -> Floats:
         mean = filled.sum(axis=0) / np.maximum(count, 1)
         dev = np.where(present, values - mean, 0.0)
         std = np.sqrt((dev * dev).sum(axis=0) / np.maximum(count, 1))
-        # The outlier rank: a non-finite value first (the rank to look at), else the largest.
-        bad = present & ~np.isfinite(values)
-        ranked = np.where(present & np.isfinite(values), values, -np.inf)
-        argmax = np.where(bad.any(axis=0), np.argmax(bad, axis=0), np.argmax(ranked, axis=0))
+        # The outlier rank: a non-finite value first (the rank to look at), else the
+        # largest; np.argmax takes the first of equal keys: the lowest rank.
+        argmax = np.argmax(outlier_key(values, present), axis=0)
     out: npt.NDArray[np.float64] = np.stack([low, high, mean, std, argmax.astype(np.float64)])
     out[:, count == 0] = np.nan
     return out

@@ -7,10 +7,12 @@ its baseline, their median its centre and 1.4826 x their median absolute deviati
 spread (a robust standard deviation: one earlier spike in the baseline does not widen
 it). Positive series are judged in log, so "4x its usual size" scores the same for a
 norm of 1e-4 and one of 30. A series *departed* at the first step of the last
-``lookback`` whose score reaches ``z`` (or whose value is not finite); the movers are
-ranked by that onset step, then by how far they departed at it (a fault in one layer
-moves that layer most at the step it starts, and the others through the loss only
-afterwards or less).
+``lookback`` whose score reaches ``z`` (or whose value is not finite: a value that is
+there, NaN or infinite; a step where the series has no value at all, because it is
+logged less often or the cell returned no norms that step, is no judgement); the
+movers are ranked by that onset step, then by how far they departed at it (a fault in
+one layer moves that layer most at the step it starts, and the others through the loss
+only afterwards or less).
 
 A series departs in one direction: *up* (the default: what grew before a spike, an
 explosion, a divergence) or *down* (before a vanishing-gradient alert). A small
@@ -76,9 +78,12 @@ class Mover:
         return out
 
 
-def _scores(column: np.ndarray[Any, Any], cut: int) -> Optional[tuple[np.ndarray[Any, Any], float]]:
-    """The robust scores of ``column[cut:]`` against ``column[:cut]``, and the baseline
-    median (None when the baseline has no finite value)."""
+def _scores(
+    column: np.ndarray[Any, Any], cut: int, logged: np.ndarray[Any, Any]
+) -> Optional[tuple[np.ndarray[Any, Any], float]]:
+    """The robust scores of ``column[cut:]`` against ``column[:cut]`` (NaN where no value
+    was ``logged``), and the baseline median (None when the baseline has no finite
+    value)."""
     base = column[:cut]
     base = base[np.isfinite(base)]
     if base.size == 0:
@@ -98,6 +103,8 @@ def _scores(column: np.ndarray[Any, Any], cut: int) -> Optional[tuple[np.ndarray
     z = np.where(np.isfinite(column[cut:]), z, math.inf)
     if positive:
         z = np.where(column[cut:] > 0, z, math.inf)
+    # A step without a value is no departure (nor a NaN value it would read as).
+    z = np.where(logged[cut:], z, math.nan)
     return z, float(np.median(base))
 
 
@@ -129,18 +136,27 @@ def _scored(window: Window, step: int, lookback: int) -> tuple[list[_Scored], Op
     if span is None:
         return [], None
     rows, cut = span
-    columns: list[tuple[str, str, np.ndarray[Any, Any]]] = [
-        (name, "scalar", series[:rows]) for name, series in window.scalars.items()
+    everywhere = np.ones(rows, dtype=bool)
+    columns: list[tuple[str, str, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = [
+        (name, "scalar", series[:rows], window.scalars_logged.get(name, everywhere)[:rows])
+        for name, series in window.scalars.items()
     ]
     if window.layers is not None:
+        logged = window.layers_logged
         columns += [
-            (name, "layer", window.layers[:rows, j]) for j, name in enumerate(window.layer_names)
+            (
+                name,
+                "layer",
+                window.layers[:rows, j],
+                logged[:rows, j] if logged is not None else everywhere,
+            )
+            for j, name in enumerate(window.layer_names)
         ]
     found = []
-    for name, kind, column in columns:
-        if np.isnan(column[cut:]).all():
+    for name, kind, column, was_logged in columns:
+        if not was_logged[cut:].any():
             continue  # not logged in the judged steps
-        got = _scores(column, cut)
+        got = _scores(column, cut, was_logged)
         if got is not None:
             found.append(_Scored(name, kind, column, got[0], got[1]))
     return found, range(cut, rows)
@@ -192,7 +208,7 @@ def _movers(
                 s.kind,
                 onset=window.steps[s.column.size - s.scores.size + first],
                 z=float(abs(s.scores[first])),
-                peak_z=float(np.max(np.abs(s.scores))),
+                peak_z=float(np.nanmax(np.abs(s.scores))),
                 value=value if not math.isnan(value) else None,
                 baseline=s.baseline,
                 rank=rank,
@@ -280,7 +296,7 @@ def _heat(
     heatmap."""
     layers = {s.name: s.scores for s in scored if s.kind == "layer"}
     order = [m.name for m in ranked if m.kind == "layer"]
-    peak = {n: float(np.max(np.abs(z))) if z.size else 0.0 for n, z in layers.items()}
+    peak = {n: float(np.nanmax(np.abs(z))) if z.size else 0.0 for n, z in layers.items()}
     rest = sorted((n for n in layers if n not in order), key=lambda n: -peak[n])
     chosen = ([n for n in order if n in layers] + rest)[:_HEAT_LAYERS]
     return {

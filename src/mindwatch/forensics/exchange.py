@@ -162,8 +162,17 @@ def _z(mover: dict[str, Any]) -> float:
 
 
 def order(mover: dict[str, Any]) -> tuple[Any, ...]:
-    """First movers first: by onset, then size; a layer before a scalar at a tie."""
-    return (mover["onset"], -_z(mover), mover["kind"] != "layer", mover["name"])
+    """First movers first: by onset, then size; a layer before a scalar at a tie, then
+    by name, then by rank (a layer every rank saw, rank None, before any one rank's; then
+    the lowest rank), so a tie between ranks never depends on the order they arrived in."""
+    rank = mover.get("rank")
+    return (
+        mover["onset"],
+        -_z(mover),
+        mover["kind"] != "layer",
+        mover["name"],
+        -1 if rank is None else rank,
+    )
 
 
 def _same(movers: list[dict[str, Any]]) -> bool:
@@ -179,11 +188,15 @@ def _same(movers: list[dict[str, Any]]) -> bool:
 def merge(step: int, analyses: list[dict[str, Any]]) -> dict[str, Any]:
     """The job's forensics at ``step`` from every rank's (decoded) analysis.
 
-    Movers of all ranks are ranked together (:func:`order`). A layer every rank saw
-    depart alike is one mover with ``rank`` None: the train cell's norms are of the
-    all-reduced gradient, the same on every rank, so only the ranks' own losses tell
-    them apart. ``loss_onset`` is the earliest rank's; ``blame`` the rank whose loss
-    departed first and most (None: no rank's did); ``nonfinite`` the earliest rank's."""
+    Movers of all ranks are ranked together (:func:`order`). A layer *every* rank of
+    ``analyses`` saw depart alike (the same onset, z within 0.1 %) is one mover with
+    ``rank`` None: the train cell's norms are of the all-reduced gradient, the same on
+    every rank, so only the ranks' own losses tell them apart. A layer only some ranks
+    saw, or saw differently, stays one mover per rank, each with its rank (on 3 ranks,
+    two that agree keep their names). ``loss_onset`` is the earliest rank's; ``blame``
+    the rank whose loss departed first and most (None: no rank's did); ``nonfinite``
+    the earliest rank's. Ties between ranks go to the lowest rank, whatever the order
+    of ``analyses``."""
     ranks = sorted(a["rank"] for a in analyses)
     by_name: dict[str, list[dict[str, Any]]] = {}
     movers: list[dict[str, Any]] = []

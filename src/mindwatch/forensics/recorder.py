@@ -67,7 +67,11 @@ class Window:
     ``steps``: ascending; ``scalars[name]``: one value per step; ``layers``: a
     (steps x parameters) array of *norms* (the square roots of what the cell returned),
     or None when the cell returns none; ``layer_names`` in the cell's order;
-    ``sample_ids[step]`` and ``nonfinite_samples[step]`` where known."""
+    ``sample_ids[step]`` and ``nonfinite_samples[step]`` where known.
+    ``scalars_logged[name]`` and ``layers_logged`` (same shapes) are True where a value
+    was recorded: they tell a step without a value (a series logged every other step, a
+    step whose cell output held no norms) from a value that is NaN. A series missing
+    from ``scalars_logged`` (or ``layers_logged`` None) counts as recorded at every step."""
 
     steps: list[int]
     scalars: dict[str, np.ndarray[Any, Any]]
@@ -76,6 +80,8 @@ class Window:
     sample_ids: dict[int, list[Any]] = field(default_factory=dict)
     nonfinite_samples: dict[int, list[Any]] = field(default_factory=dict)
     layers_nonfinite: dict[int, list[int]] = field(default_factory=dict)
+    scalars_logged: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict)
+    layers_logged: Optional[np.ndarray[Any, Any]] = None
 
     def index(self, step: int) -> Optional[int]:
         """The row of ``step``, or None."""
@@ -142,14 +148,18 @@ class FlightRecorder:
         row = {s: i for i, s in enumerate(steps)}
         names = sorted({name for _, v in scalars for name in v})
         series = {name: np.full(len(steps), math.nan) for name in names}
+        logged = {name: np.zeros(len(steps), dtype=bool) for name in names}
         for s, values in scalars:
             for name, value in values.items():
                 series[name][row[s]] = value
+                logged[name][row[s]] = True
         matrix = None
+        matrix_logged = None
         broken: dict[int, list[int]] = {}
         width = len(self.layer_names)
         if layers and width:
             matrix = np.full((len(steps), width), math.nan)
+            matrix_logged = np.zeros((len(steps), width), dtype=bool)
             for s, squares in layers:
                 data = self._to_array(squares)
                 if data is None:
@@ -160,9 +170,20 @@ class FlightRecorder:
                     broken[s] = [int(j) for j in np.flatnonzero(bad)]
                 with np.errstate(invalid="ignore"):
                     matrix[row[s], : data.size] = np.sqrt(np.where(data >= 0, data, math.nan))
+                matrix_logged[row[s], : data.size] = True
         ids = {s: v for s, v in self._ids.copy() if s <= until}
         bad_ids = {s: v for s, v in self._bad.copy() if s <= until}
-        return Window(steps, series, matrix, list(self.layer_names), ids, bad_ids, broken)
+        return Window(
+            steps,
+            series,
+            matrix,
+            list(self.layer_names),
+            ids,
+            bad_ids,
+            broken,
+            scalars_logged=logged,
+            layers_logged=matrix_logged,
+        )
 
 
 def _as_array(data: Any) -> Optional[np.ndarray[Any, Any]]:

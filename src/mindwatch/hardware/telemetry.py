@@ -17,7 +17,9 @@ rather than a half-empty first point.
 The framework adapter adds what only it can read (:meth:`HardwareTelemetry.add_probe`:
 MindSpore's device memory) and this rank's device (:meth:`use_device`: the npu-smi
 probe follows it). The sources in use, or why one gives nothing, go to ``run.json``
-(``hardware``), with the node (host name) and device id.
+(``hardware``), with the node (host name) and device id; ``sources.disk`` is the disk
+the disk rates are of (psutil's key of the one holding the run folder, or ``all
+disks``), ``sources.net`` the interfaces the network rates are of.
 """
 
 from __future__ import annotations
@@ -65,8 +67,12 @@ class HardwareTelemetry:
         self.sources: dict[str, str] = {}
         probes: dict[str, Probe] = {}
         if settings.host:
-            probes["host"] = HostProbe(path)
+            host = HostProbe(path)
+            probes["host"] = host
             self.sources["host"] = "psutil"
+            # Which disk the disk rates are of (the one holding the run folder, or "all
+            # disks"), and the network's: run.json says what the numbers measure.
+            self.sources.update(host.sources)
         self._sampler = Sampler(probes, settings.period_s, growth_window_s=settings.growth_window_s)
         if settings.npu_smi:
             self._use_npu_smi()
