@@ -6,11 +6,18 @@ often than its default 30 s; one rank's input pipeline is made 3x slower for rea
 store answers 3x slower from a given batch on), or one rank's process shares its core
 with busy processes, or nothing is planted. Rank 0's ``alerts.jsonl`` must name that
 rank and the part soon after, and healthy jobs must raise no straggler alert.
+
+At fast steps (a 4 ms store, steps of a few ms) the rule must gather many more
+intervals to span its ``min_seconds`` than its ``intervals``: the job whose one rank's
+store slows from 4 ms to 3x the job's pace mid-run (issue 38: a rule that kept the last
+``intervals + 1`` judgements never spanned 1 s below 25 ms steps and stayed silent).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -36,14 +43,16 @@ INPUT_MS = {2: 20.0, 4: 30.0}
 # least 0.3 s apart: the first two runs are not judged, the next three in a row name
 # the rank within 100 steps). The interval of data waits after each run is left out
 # (mindwatch.metrics.straggler), so the input tests keep the default.
-def config(bench_every_s: float) -> dict[str, Any]:
-    straggler = {"bench_every_s": bench_every_s}
+def config(bench_every_s: float, **straggler_settings: float) -> dict[str, Any]:
+    straggler = {"bench_every_s": bench_every_s, **straggler_settings}
     return {"flush_secs": 0.2, "aggregate_every": 10, "alerts": {"straggler": straggler}}
 
 
-def job(out: Path, world: int, *args: str, bench_every_s: float = 30.0) -> list[dict[str, Any]]:
+def job(
+    out: Path, world: int, *args: str, bench_every_s: float = 30.0, **straggler: float
+) -> list[dict[str, Any]]:
     """The job under msrun with ``world`` CPU workers; rank 0's alerts."""
-    settings = f"--config={json.dumps(config(bench_every_s))}"
+    settings = f"--config={json.dumps(config(bench_every_s, **straggler))}"
     command = msrun_command(out, settings, *args, script=SCRIPT, workers=world)
     done = subprocess.run(command, env=msrun_env(), capture_output=True, text=True, timeout=300)
     log = (out / "log" / "worker_0.log").read_text(errors="replace")
@@ -108,3 +117,64 @@ def test_healthy_jobs_raise_no_straggler_alert(
         points = scalars(tmp_path / str(run) / "run")
         assert len(points["ranks/input_wait_ms_max"]) >= 12, points.keys()
         assert len(points["ranks/bench_ms_max"]) >= 4
+
+
+FAST_ONSET = 120
+# The old rule's blind spot: it kept 4 judgements, spanning 4 intervals; below
+# min_seconds / (4 * interval) per step it could not warn. With the defaults (1 s,
+# 10-step intervals) that is 25 ms, and the slow steps are under it only on an idle
+# machine (3x a 4 ms pace); on this shared 2-core machine the compute set a pace of 8
+# to 29 ms, and the slow store 3x that. 2-step intervals put the blind spot below 125
+# ms steps, so the job tests what the old rule missed whatever the load (the defaults,
+# at every step length: tests/rules/test_straggler.py and test_straggler_ranks.py).
+FAST = {"interval": 2}
+
+
+def test_a_slow_input_pipeline_is_named_at_fast_steps(tmp_path: Path) -> None:
+    """Rank 1's store answers in 4 ms, then, from batch 120, 3x slower than the job's
+    pace (12 ms on an idle machine, where the steps take about 4 ms; on a busy one the
+    compute sets a longer pace and the store must be 3x that to hold the job up: the
+    mechanism, not the machine's load, makes the straggler).
+
+    The bound counts intervals, not seconds: the steps cannot be faster than the slow
+    store, so the rule's 1 s of slow intervals takes at most ceil(1000 / (2 * store
+    ms)) of them (at least its 3), with up to one healthy interval for every 3 of them
+    tolerated in between (a pause on a busy host lets the slow store fill its buffer);
+    before them, 10 steps for the prefetched batches and the onset."""
+    alerts = job(
+        tmp_path,
+        2,
+        "--steps=300",
+        "--input-ms=4",
+        "--slow-input=1",
+        f"--slow-from={FAST_ONSET}",
+        "--slow-pace",
+        **FAST,
+    )
+    log = (tmp_path / "log" / "worker_1.log").read_text(errors="replace")
+    found_store = re.search(r"slow store: ([0-9.]+) ms per batch \(pace ([0-9.]+) ms\)", log)
+    assert found_store, log[-3000:]
+    store_ms = float(found_store.group(1))
+    needed = max(3, math.ceil(1000.0 / (2 * store_ms)))
+    bound = FAST_ONSET + 10 + 2 * (needed + 1 + needed // 3)
+    points = scalars(tmp_path / "run")
+    steps = {s: round(v, 1) for s, v in points["straggler/step_ms"] if s > FAST_ONSET}
+    found = [a for a in alerts if a["rule"] == "straggler"]
+    context = (found_store.group(0), steps, alerts)
+    assert found, context
+    first = found[0]
+    assert (first["rank"], first["part"]) == (1, "input pipeline"), context
+    assert FAST_ONSET < first["step"] <= bound, context
+    assert first["value"] < 0.4  # the score
+    assert first["intervals"] >= 3
+    assert first["seconds"] >= 1.0
+    assert "rank 1 is the straggler: its input pipeline" in first["message"]
+    assert all(a["rank"] == 1 for a in found), found
+
+
+def test_a_healthy_fast_job_raises_no_straggler_alert(tmp_path: Path) -> None:
+    """The same job with nothing planted: every interval judged, none named."""
+    alerts = job(tmp_path, 2, "--steps=300", "--input-ms=4", **FAST)
+    assert [a for a in alerts if a["rule"] == "straggler"] == [], alerts
+    points = scalars(tmp_path / "run")
+    assert len(points["ranks/input_wait_ms_max"]) == 150

@@ -12,6 +12,13 @@ measures it as a user's job would.
 pipeline prefetches ``--prefetch`` batches (MindSpore's default is 16): the slow batches
 reach training once the buffer has drained, and the tests count the detector's delay
 from the slow batch's step, so the buffer is kept small.
+``--slow-pace``: ... 3x slower than the job's pace instead (the median time between two
+of rank R's reads over the 50 batches before ``--slow-from``: the step time, whichever of
+the store and the compute set it), and at least 3x ``--input-ms``. A fast store (4 ms) is
+only the job's bottleneck on an idle machine; on a busy one the compute takes longer
+than the store, and 3x the store's own time may slow nothing. 3x the pace always makes
+rank R the bottleneck, waiting for data about twice the job's step; its store's time
+per batch is printed (``slow store: X ms per batch``) for the test's bound.
 ``--slow-compute R``: rank R shares one core with ``--busy`` busy processes (it is pinned
 to that core and spinning children are pinned beside it) while the other ranks share
 the remaining cores; its compute is slower, its all-reduce wait shorter. With 4 ranks
@@ -39,6 +46,7 @@ parser.add_argument("--steps", type=int, default=200)
 parser.add_argument("--input-ms", type=float, default=15.0)
 parser.add_argument("--slow-input", type=int, default=-1)
 parser.add_argument("--slow-from", type=int, default=1)
+parser.add_argument("--slow-pace", action="store_true")
 parser.add_argument("--slow-compute", type=int, default=-1)
 parser.add_argument("--busy", type=int, default=1)
 parser.add_argument("--width", type=int, default=64)
@@ -77,12 +85,28 @@ def share_a_core() -> None:
 class Store:
     """Rank-specific batches from a store that takes ``input_ms`` per read."""
 
+    def __init__(self) -> None:
+        self.reads: list[float] = []  # when each read began (for --slow-pace)
+        self.slow_ms = 3.0 * args.input_ms
+
     def __len__(self) -> int:
         return args.steps
 
+    def _pace_ms(self) -> float:
+        """The median time between two of the last 50 reads: the job's step."""
+        recent = self.reads[-51:]
+        gaps = sorted(b - a for a, b in zip(recent, recent[1:]))
+        return 1000.0 * gaps[len(gaps) // 2] if gaps else args.input_ms
+
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         slow = args.slow_input == RANK and index + 1 >= args.slow_from
-        time.sleep(args.input_ms * (3.0 if slow else 1.0) / 1000.0)
+        if slow and index + 1 == args.slow_from:
+            pace = self._pace_ms()
+            if args.slow_pace:
+                self.slow_ms = 3.0 * max(args.input_ms, pace)
+            print(f"slow store: {self.slow_ms:.2f} ms per batch (pace {pace:.2f} ms)", flush=True)
+        self.reads.append(time.perf_counter())
+        time.sleep((self.slow_ms if slow else args.input_ms) / 1000.0)
         rng = np.random.default_rng(1000 * RANK + index)
         x = rng.normal(size=(BATCH, args.width)).astype(np.float32)
         y = x.sum(axis=1, keepdims=True).astype(np.float32)
