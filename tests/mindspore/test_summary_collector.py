@@ -74,7 +74,7 @@ def test_specified_data_maps_and_names_what_it_cannot(
         "histogram_regular": r"^4\.",
         "collect_graph": False,
         "collect_input_data": True,
-        "collect_landscape": {"landscape_size": 40},
+        "collect_landscape": {"landscape_size": 40, "intervals": [[1, 2, 3]]},
     }
     _train(SummaryCollector(tmp_path, collect_freq=5, collect_specified_data=specified))
     assert [s for s, _ in scalars(tmp_path)["train/loss"]] == [5, 10, 15, 20]

@@ -18,8 +18,8 @@ MindSpore key              mindwatch
 ``collect_train_lineage``  HPARAMS: optimizer, learning rate, batch size, epochs
 ``collect_eval_lineage``   ``eval/<metric>`` after ``Model.fit`` / ``Model.eval``
 ``histogram_regular``      HISTOGRAMS / DISTRIBUTIONS of the parameters it matches
-                           (``re.search``; without it, the first five parameters, as
-                           MindSpore does), every ``collect_freq`` steps
+                           at the start of the name (``re.match``, as MindSpore; None:
+                           the first five parameters), every ``collect_freq`` steps
 ``collect_input_data``,    not recorded: named once in a warning, with the fix
 ``collect_dataset_graph``,
 ``collect_landscape``
@@ -34,6 +34,12 @@ often than the rest, MindSpore's rule). ``custom_lineage_data`` becomes hparams;
 ``max_file_size`` and ``export_options`` mean what they mean for
 :class:`~mindwatch.mindspore.SummaryRecord`. ``config`` takes any other mindwatch
 setting (rules, alerts, Prometheus, ...).
+
+Every argument is checked as MindSpore 2.10 checks it, in its order, and a misuse
+raises MindSpore's exception with MindSpore's message
+(:mod:`mindwatch.mindspore.summary_checks`); ``collect_landscape`` is checked in full
+though no landscape is recorded. What mindwatch does otherwise, on purpose, is listed in
+``docs/coming-from-summarycollector.md``.
 """
 
 from __future__ import annotations
@@ -50,10 +56,21 @@ from mindwatch.events.writer import PathLike
 from mindwatch.metrics.timing import Every
 from mindwatch.mindspore.callback import TrainingMonitor
 from mindwatch.mindspore.layers import LayerRecorder
+from mindwatch.mindspore.summary_checks import (
+    DEFAULT_SPECIFIED_DATA,
+    check_collect_landscape,
+    check_custom_lineage,
+    check_positive,
+    check_value_type,
+    make_directory,
+    match_anchored,
+    process_export_options,
+    process_specified_data,
+)
 from mindwatch.mindspore.summary_record import SummaryRecord
 from mindwatch.mindspore.summary_values import (
-    check_export_options,
     drop_network_summaries,
+    note_small_file_size,
     with_file_size,
 )
 
@@ -61,74 +78,11 @@ __all__ = ["SummaryCollector"]
 
 log = logging.getLogger(__name__)
 
-# MindSpore 2.10's SummaryCollector._DEFAULT_SPECIFIED_DATA.
-_DEFAULTS: dict[str, Any] = {
-    "collect_metric": True,
-    "collect_graph": True,
-    "collect_train_lineage": True,
-    "collect_eval_lineage": True,
-    "collect_input_data": True,
-    "collect_dataset_graph": True,
-    "histogram_regular": None,
-    "collect_landscape": None,
-}
 _UNRECORDED = ("collect_input_data", "collect_dataset_graph", "collect_landscape")
 # MindSpore's histograms without histogram_regular: the first five parameters.
 _DEFAULT_HISTOGRAM_PARAMS = 5
 # MindSpore's TensorSummary budget without collect_tensor_freq: this many steps a run.
 _TENSOR_STEPS = 20
-
-
-def _specified(data: Any) -> dict[str, Any]:
-    """MindSpore's dict form of ``collect_specified_data``, checked as MindSpore checks it."""
-    if not isinstance(data, dict):
-        raise TypeError(
-            "For 'SummaryCollector', 'collect_specified_data' should be a dict (MindSpore's "
-            "keys) or a list of 'parameters' / 'gradients' (mindwatch's histograms_of), but "
-            f"got {type(data).__name__}"
-        )
-    unexpected = set(data) - set(_DEFAULTS)
-    if unexpected:
-        raise ValueError(
-            f"For 'collect_specified_data', the keys {sorted(unexpected)} are unsupported, "
-            f"expect the follow keys: {list(_DEFAULTS)}"
-        )
-    for key, value in data.items():
-        if key == "histogram_regular":
-            if value is not None and not isinstance(value, str):
-                raise TypeError(
-                    f"For 'collect_specified_data', 'histogram_regular' should be a str or "
-                    f"None, but got {type(value).__name__}"
-                )
-        elif key != "collect_landscape" and not isinstance(value, bool):
-            raise TypeError(
-                f"For 'collect_specified_data', {key!r} should be a bool, "
-                f"but got {type(value).__name__}"
-            )
-    return dict(data)
-
-
-def _lineage(data: Any) -> dict[str, Any]:
-    """``custom_lineage_data``: str keys, str / int / float values (MindSpore's check)."""
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise TypeError(
-            "For 'SummaryCollector', 'custom_lineage_data' should be a dict, "
-            f"but got {type(data).__name__}"
-        )
-    for key, value in data.items():
-        if not isinstance(key, str) or isinstance(value, bool):
-            raise TypeError(
-                "For 'custom_lineage_data', the keys should be str and the values str, int "
-                f"or float, but got {key!r}: {value!r}"
-            )
-        if not isinstance(value, (str, int, float)):
-            raise TypeError(
-                "For 'custom_lineage_data', the values should be str, int or float, "
-                f"but got {key!r}: {type(value).__name__}"
-            )
-    return dict(data)
 
 
 class SummaryCollector(TrainingMonitor):
@@ -150,7 +104,17 @@ class SummaryCollector(TrainingMonitor):
         export_options: ``{"tensor_format": "npy"}``: the network's tensor summaries
             are also saved as ``.npy`` files, as MindSpore does.
         config: any other :class:`~mindwatch.MonitorConfig` field (a dict).
+
+    Raises:
+        TypeError, ValueError, NotADirectoryError: what MindSpore raises for the same
+            arguments, with its messages (:mod:`mindwatch.mindspore.summary_checks`);
+            ValueError when training (or evaluation) begins with two SummaryCollectors in
+            the callback list, as in MindSpore.
     """
+
+    # MindSpore's name and value (its own tests read it; a change here changes what
+    # keep_default_action adds, as in MindSpore).
+    _DEFAULT_SPECIFIED_DATA = DEFAULT_SPECIFIED_DATA
 
     def __init__(  # noqa: PLR0917 - MindSpore's positional signature
         self,
@@ -166,47 +130,44 @@ class SummaryCollector(TrainingMonitor):
         *,
         config: Optional[Mapping[str, Any]] = None,
     ) -> None:
-        if not isinstance(keep_default_action, bool):
-            raise TypeError(
-                "For 'SummaryCollector', 'keep_default_action' should be a bool, "
-                f"but got {type(keep_default_action).__name__}"
-            )
-        for name, freq in (
-            ("collect_freq", collect_freq),
-            ("collect_tensor_freq", collect_tensor_freq),
-        ):
-            if freq is not None and (
-                isinstance(freq, bool) or not isinstance(freq, int) or freq < 1
-            ):
-                raise ValueError(
-                    f"For 'SummaryCollector', '{name}' should be an int >= 1 (steps), "
-                    f"but got {freq!r}"
-                )
-        self._export_options = check_export_options(export_options)
+        # MindSpore's checks, in its order, with its exceptions and messages.
+        make_directory(summary_dir, "summary_dir")
+        check_positive("collect_freq", collect_freq)
+        check_positive("collect_tensor_freq", collect_tensor_freq, allow_none=True)
+        check_positive("max_file_size", max_file_size, allow_none=True)
+        self._export_options = process_export_options(export_options)
+        check_value_type("keep_default_action", keep_default_action, bool)
+        seeds_list = isinstance(collect_specified_data, (list, tuple))
+        chosen: dict[str, Any] = {}
+        if not seeds_list:
+            chosen = process_specified_data(collect_specified_data, keep_default_action)
+            check_collect_landscape(chosen.get("collect_landscape"))
+        # MindSpore's name: the processed dict (what its own tests read).
+        self._collect_specified_data: Any = list(collect_specified_data) if seeds_list else chosen
+        lineage = check_custom_lineage(custom_lineage_data)
+        note_small_file_size(max_file_size, log)
         settings: dict[str, Any] = dict(config or {})
         settings["logdir"] = os.fspath(summary_dir)
         settings["collect_freq"] = collect_freq
-        hparams = {**_lineage(custom_lineage_data), **dict(settings.get("hparams") or {})}
+        hparams = {**lineage, **dict(settings.get("hparams") or {})}
         if hparams:
             settings["hparams"] = hparams
         self._collect_graph = False
         first: Optional[int] = None
-        if isinstance(collect_specified_data, (list, tuple)):
+        if seeds_list:
             # The seeds' form: mindwatch's histograms_of (the config paces and checks it).
             settings["collect_specified_data"] = list(collect_specified_data)
         else:
-            given = _specified(collect_specified_data or {})
-            chosen = {**_DEFAULTS, **given} if keep_default_action else given
             self._collect_graph = bool(chosen.get("collect_graph"))
-            regular = chosen.get("histogram_regular")
-            if regular is not None or keep_default_action:
+            if "histogram_regular" in chosen:  # MindSpore: no key, no histograms
                 settings.setdefault("histograms_of", ["parameters"])
+                regular = chosen["histogram_regular"]
                 if regular is not None:
-                    settings["target"] = [regular]
+                    settings["target"] = [match_anchored(regular)]
                 else:
                     first = _DEFAULT_HISTOGRAM_PARAMS
-            self._tell_unrecorded(given)
-        cfg = with_file_size(MonitorConfig.from_any(settings), _file_size(max_file_size))
+            self._tell_unrecorded(collect_specified_data or {})
+        cfg = with_file_size(MonitorConfig.from_any(settings), max_file_size)
         self._first_params = first
         super().__init__(cfg)
         self._collect_tensor_freq = collect_tensor_freq
@@ -238,7 +199,24 @@ class SummaryCollector(TrainingMonitor):
         recorder.first = self._first_params
         return recorder
 
+    def _check_callbacks(self, cb_params: Any) -> None:
+        """MindSpore's rule: one SummaryCollector a callback list (by class name, so
+        MindSpore's and mindwatch's count together). Two would write two runs of the
+        same training, each half what MindSpore users expect of one."""
+        callbacks = cb_params.get("list_callback") or ()
+        name = type(self).__name__
+        if sum(type(callback).__name__ == name for callback in callbacks) > 1:
+            raise ValueError(
+                f"There are more than one {name} instance in callback list,"
+                f"but expected only one {name} instance."
+            )
+
+    def on_eval_begin(self, run_context: Any) -> None:
+        self._check_callbacks(run_context.original_args())
+        super().on_eval_begin(run_context)
+
     def on_train_begin(self, run_context: Any) -> None:
+        self._check_callbacks(run_context.original_args())
         super().on_train_begin(run_context)
         if self._collect_tensor_freq is None:
             cb = run_context.original_args()
@@ -276,12 +254,3 @@ class SummaryCollector(TrainingMonitor):
                 monitor=self.monitor,
             )
         return self._record
-
-
-def _file_size(size: Optional[int]) -> Optional[int]:
-    """MindSpore's ``max_file_size``: an int or None; a negative one means no limit."""
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
-        raise TypeError(
-            f"For 'SummaryCollector', the 'max_file_size' should be int type, but got {type(size)}"
-        )
-    return None if size is None or size < 0 else size

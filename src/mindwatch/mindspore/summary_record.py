@@ -56,13 +56,21 @@ from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig
 from mindwatch.events.summaries import histogram_value, text_value
 from mindwatch.events.writer import PathLike
+from mindwatch.mindspore.summary_checks import (
+    check_file_affixes,
+    check_record_file_size,
+    make_directory,
+    process_export_options,
+    validator_check_type,
+)
 from mindwatch.mindspore.summary_images import image_summary_value
 from mindwatch.mindspore.summary_values import (
     ALL_PLUGINS,
+    LINEAGE_TYPES,
     UNRECORDED_PLUGINS,
     VALUE_PLUGINS,
-    check_export_options,
     network_summaries,
+    note_small_file_size,
     summary_array,
     with_file_size,
 )
@@ -115,24 +123,11 @@ class SummaryRecord:
         config: Union[MonitorConfig, Mapping[str, Any], str, Path, None] = None,
         monitor: Optional[Monitor] = None,
     ) -> None:
-        if not isinstance(file_prefix, str) or not isinstance(file_suffix, str):
-            raise TypeError(
-                "For 'SummaryRecord', `file_prefix` and `file_suffix` should be str, "
-                f"but got type {type(file_prefix)}"
-            )
-        if max_file_size is not None and (
-            isinstance(max_file_size, bool) or not isinstance(max_file_size, int)
-        ):
-            raise TypeError(
-                "For 'SummaryRecord', the 'max_file_size' should be int type, "
-                f"but got type {type(max_file_size)}"
-            )
-        if not isinstance(raise_exception, bool):
-            raise TypeError(
-                "For 'SummaryRecord', the 'raise_exception' should be bool, "
-                f"but got type {type(raise_exception)}"
-            )
-        self._export = check_export_options(export_options)
+        # MindSpore's checks, in its order (the folder first: it is created even when a
+        # later argument is wrong, as MindSpore creates it).
+        make_directory(log_dir, "log_dir")
+        max_file_size = check_record_file_size(max_file_size)
+        check_file_affixes(file_prefix, file_suffix)
         self._warn = WarnOnce(log)
         if max_file_size is not None and max_file_size < 0:
             # MindSpore's meaning: no limit, with a warning.
@@ -143,6 +138,9 @@ class SummaryRecord:
                 ),
             )
             max_file_size = None
+        validator_check_type("raise_exception", raise_exception, bool)
+        self._export = process_export_options(export_options)
+        note_small_file_size(max_file_size, log)
         self.file_prefix = file_prefix
         self.file_suffix = file_suffix
         self.network = network
@@ -170,7 +168,7 @@ class SummaryRecord:
     def __enter__(self) -> SummaryRecord:
         if self._closed:
             raise ValueError(
-                "For 'SummaryRecord', SummaryRecord has been closed, please check if "
+                'For "SummaryRecord", SummaryRecord has been closed, please check if '
                 "close() method is called"
             )
         return self
@@ -189,8 +187,8 @@ class SummaryRecord:
         not recorded (MindSpore's meaning)."""
         if mode not in ("train", "eval"):
             raise ValueError(
-                f"For 'SummaryRecord.set_mode', {mode!r} is not a recognized mode, expect "
-                "the parameter 'mode' is 'train' or 'eval'"
+                f'For "SummaryRecord.set_mode", {mode!r} is not a recognized mode, expect '
+                'the parameter "mode" is "train" or "eval"'
             )
         self._mode = mode
 
@@ -205,8 +203,9 @@ class SummaryRecord:
         if plugin in VALUE_PLUGINS:
             if not name or not isinstance(name, str):
                 raise ValueError(
-                    "For 'SummaryRecord', the parameter 'name' type should be str, "
+                    'For "SummaryRecord", the parameter "name" type should be str, '
                     f"but got {type(name)}."
+                    + (" The name is empty: pass a tag such as 'loss'." if name == "" else "")
                 )
             array = summary_array(plugin, name, value)
             pending = self._pending.setdefault(plugin, {})
@@ -219,21 +218,35 @@ class SummaryRecord:
                     ).format(entry=f"{name}/{plugin}"),
                 )
             pending[name] = array
+        elif plugin in tuple(LINEAGE_TYPES):
+            from mindspore.train import lineage_pb2
+
+            expected = getattr(lineage_pb2, LINEAGE_TYPES[plugin])
+            if not isinstance(value, expected):
+                raise TypeError(f"Plugin {plugin!r} expects a {expected.__name__} value.")
+            self._tell_unrecorded(plugin)
         elif plugin == "graph":
-            self._write_graph(value.SerializeToString())
-        elif plugin in UNRECORDED_PLUGINS:
-            self._warn(
-                f"plugin:{plugin}",
-                _(
-                    "mindwatch: SummaryRecord.add_value({plugin!r}, ...) is not recorded: "
-                    "TensorBoard has no view for it. Instead: {instead}"
-                ).format(plugin=plugin, instead=_(UNRECORDED_PLUGINS[plugin])),
-            )
+            self._write_graph(graph_proto_bytes(value))
+        elif plugin == "landscape":
+            if not hasattr(value, "SerializeToString"):  # MindSpore serializes it here
+                raise AttributeError(
+                    f"'{type(value).__name__}' object has no attribute 'SerializeToString'"
+                )
+            self._tell_unrecorded(plugin)
         else:
             raise ValueError(
-                f"For 'SummaryRecord.add_value', no such 'plugin' of {plugin!r}, expect "
-                f"value is one of {list(ALL_PLUGINS)}"
+                f'For "SummaryRecord.add_value", no such "plugin" of {plugin!r} , expect '
+                f"value is one of [{ALL_PLUGINS}]"
             )
+
+    def _tell_unrecorded(self, plugin: str) -> None:
+        self._warn(
+            f"plugin:{plugin}",
+            _(
+                "mindwatch: SummaryRecord.add_value({plugin!r}, ...) is not recorded: "
+                "TensorBoard has no view for it. Instead: {instead}"
+            ).format(plugin=plugin, instead=_(UNRECORDED_PLUGINS[plugin])),
+        )
 
     def record(
         self,
@@ -244,11 +257,13 @@ class SummaryRecord:
         """Write what was added since the last call (and, in ``train`` mode, what the
         network's summary operators produced) at ``step``; ``plugin_filter(plugin)``
         chooses the plugins written (the rest is dropped). False if closed."""
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-            raise TypeError(
-                f"For 'SummaryRecord.record', the 'step' should be int, but got {type(step)}"
-            )
-        step = int(step)
+        if isinstance(step, np.integer):
+            step = int(step)  # mindwatch also takes numpy's integers
+        validator_check_type("step", step, int)
+        if train_network is not None:
+            from mindspore.nn import Cell
+
+            validator_check_type("train_network", train_network, [Cell, type(None)])
         if self._closed:
             self._warn(
                 "closed",
@@ -315,6 +330,17 @@ class SummaryRecord:
                     values.append(text_value(values_tag(name), markdown_table(array)))
             self._export_tensor(name, step, array)
         for name, array in pending.get("image", {}).items():
+            if array.shape[1] not in (1, 3) or 0 in array.shape:
+                # MindSpore takes it in add_value, then logs an error and writes nothing.
+                self._warn(
+                    f"image:{name}",
+                    _(
+                        "mindwatch: SummaryRecord: the image {name!r} of shape {shape} is "
+                        "not written: an image is an NCHW batch with 1 or 3 channels and no "
+                        "empty dimension (MindSpore drops it too)"
+                    ).format(name=name, shape=array.shape),
+                )
+                continue
             values.append(image_summary_value(name, array))
         if scalars:
             monitor.log_scalars(step, scalars)
@@ -415,3 +441,19 @@ class SummaryRecord:
                     f"SummaryRecord: {errors} write error(s) in {self.monitor.logdir} "
                     "(raise_exception=True); the warnings above say which"
                 )
+
+
+def graph_proto_bytes(value: Any) -> bytes:
+    """The serialized ``GraphProto`` of ``add_value('graph', value)``: MindSpore 2.10
+    takes a serialized ``ModelProto`` (what ``Cell.get_func_graph_proto()`` returns) and
+    raises its parser's TypeError for anything else; mindwatch also takes a
+    ``GraphProto`` or ``ModelProto`` message (MindSpore's docstring names a GraphProto)."""
+    from mindspore.train.anf_ir_pb2 import GraphProto, ModelProto
+
+    if isinstance(value, GraphProto):
+        return bytes(value.SerializeToString())
+    if isinstance(value, ModelProto):
+        return bytes(value.graph.SerializeToString())
+    model = ModelProto()
+    model.ParseFromString(value)
+    return bytes(model.graph.SerializeToString())

@@ -1,26 +1,29 @@
-"""What a MindSpore summary takes: values checked as MindSpore checks them, its
-``export_options`` and ``max_file_size``, and the data of the network's summary
-operators (``ops.ScalarSummary``, ...), read where MindSpore's ``SummaryRecord`` reads
-it. Shared by :class:`~mindwatch.mindspore.SummaryRecord` and
+"""What a MindSpore summary takes: values checked as MindSpore checks them (its
+arguments: :mod:`mindwatch.mindspore.summary_checks`), ``max_file_size``, and the data
+of the network's summary operators (``ops.ScalarSummary``, ...), read where MindSpore's
+``SummaryRecord`` reads it. Shared by :class:`~mindwatch.mindspore.SummaryRecord` and
 :class:`~mindwatch.mindspore.SummaryCollector`.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional
 
 import numpy as np
 
-from mindwatch.common.i18n import N_
+from mindwatch.common.i18n import N_, _
 from mindwatch.config import MonitorConfig
 
 __all__ = [
     "ALL_PLUGINS",
+    "LINEAGE_TYPES",
+    "MIN_FILE_SIZE",
     "UNRECORDED_PLUGINS",
     "VALUE_PLUGINS",
-    "check_export_options",
     "drop_network_summaries",
     "network_summaries",
+    "note_small_file_size",
     "summary_array",
     "with_file_size",
 ]
@@ -41,11 +44,21 @@ UNRECORDED_PLUGINS = {
         "pass the values to Monitor.log_hparams, or as hparams in the config"
     ),
     "dataset_graph": N_("TensorBoard has no view of a dataset pipeline"),
-    "LANDSCAPE": N_("TensorBoard has no loss-landscape view"),
+    "landscape": N_("TensorBoard has no loss-landscape view"),
 }
-ALL_PLUGINS = (*VALUE_PLUGINS, "graph", *UNRECORDED_PLUGINS)
-_EXPORT_FORMATS = {"tensor_format": ("npy", None)}
-_MIN_FILE_SIZE = 1024  # mindwatch's writer rotates at no less
+# The lineage plugins' value types, as MindSpore checks them (mindspore.train.lineage_pb2).
+LINEAGE_TYPES = {
+    "train_lineage": "TrainLineage",
+    "eval_lineage": "EvaluationLineage",
+    "dataset_graph": "DatasetGraph",
+    "custom_lineage_data": "UserDefinedInfo",
+}
+# MindSpore's own list, as its "no such plugin" error prints it.
+ALL_PLUGINS = (
+    "tensor, scalar, image, histogram, train_lineage, eval_lineage, dataset_graph, "
+    "custom_lineage_data, graph, landscape"
+)
+MIN_FILE_SIZE = 1024  # mindwatch's writer rotates at no less
 # MindSpore's summary operators name their data "<tag>[:<Type>]".
 _OPERATOR_PLUGINS = {
     "Scalar": "scalar",
@@ -57,34 +70,37 @@ _OPERATOR_PLUGINS = {
 
 def summary_array(plugin: str, name: str, value: Any) -> np.ndarray[Any, Any]:
     """``value`` (a Tensor, numpy array or number) as a numpy copy, checked for
-    ``plugin`` as MindSpore checks it: a scalar has one element, an image is an NCHW
-    batch with 1 or 3 channels, a tensor or histogram is not 0-d."""
+    ``plugin`` as MindSpore checks it, with its exception and message (then what was
+    wrong with which value): a scalar has one element, an image has 4 dimensions (NCHW),
+    a tensor or histogram is not 0-d. What MindSpore takes here and cannot draw (an
+    image without 1 or 3 channels, an empty one) is dropped when written, with a
+    warning, as MindSpore logs it."""
     if hasattr(value, "asnumpy"):
         array = np.array(value.asnumpy(), copy=True)
     elif isinstance(value, (np.ndarray, np.generic, int, float)) and not isinstance(value, bool):
         array = np.array(value, copy=True)
     else:
         raise TypeError(
-            f"For 'SummaryRecord', the parameter 'value' of {name!r} expects a Tensor, a "
-            f"numpy array or a number, but got {type(value).__name__}"
+            f'For "SummaryRecord", the parameter "value" expect to be Tensor, but got '
+            f"{type(value).__name__} (for {name!r}; mindwatch also takes a numpy array or a "
+            "Python number)"
         )
     if plugin == "scalar" and array.size != 1:
         raise ValueError(
-            f"For 'SummaryRecord', the scalar {name!r} must hold one value, but got shape "
-            f"{array.shape}; use plugin 'tensor' or 'histogram' for more"
+            f'For "SummaryRecord", the v rank must be less than or equal to 1, but got '
+            f"{len(array)}. The scalar {name!r} has shape {array.shape}: a scalar is one "
+            "value; use plugin 'tensor' or 'histogram' for more."
         )
-    if plugin == "image" and (array.ndim != 4 or array.shape[1] not in (1, 3) or not array.size):
+    if plugin == "image" and array.ndim != 4:
         raise ValueError(
-            f"For 'SummaryRecord', the image {name!r} must be an NCHW batch with 1 or 3 "
-            f"channels, but got shape {array.shape}"
+            'For "SummaryRecord", the tensor seems not to hold a valid image. The image '
+            f"{name!r} has shape {array.shape}: an image is an NCHW batch (4 dimensions)."
         )
     if plugin in ("tensor", "histogram") and array.ndim == 0:
         raise ValueError(
-            f"For 'SummaryRecord', the {plugin} {name!r} should not be empty (0-d); "
-            "use plugin 'scalar' for one value"
+            f'For "SummaryRecord", the value should not be empty. The {plugin} {name!r} is '
+            "0-d (one value): use plugin 'scalar' for it."
         )
-    if plugin == "histogram" and array.dtype.kind not in "biuf":
-        raise TypeError(f"For 'SummaryRecord', the histogram {name!r} is not numeric")
     return array
 
 
@@ -122,36 +138,22 @@ def drop_network_summaries() -> None:
 
 
 def with_file_size(config: MonitorConfig, max_file_size: Optional[int]) -> MonitorConfig:
-    """``config`` with MindSpore's ``max_file_size`` (None: the config's own)."""
+    """``config`` with MindSpore's ``max_file_size`` (None: the config's own); a size
+    below mindwatch's least (1,024 bytes, a file per few events) is raised to it: the
+    caller has warned."""
     if max_file_size is None:
         return config
-    if max_file_size < _MIN_FILE_SIZE:
-        raise ValueError(
-            f"max_file_size must be at least {_MIN_FILE_SIZE} bytes (a file per few "
-            f"events), got {max_file_size}; pass None for no limit"
-        )
-    return config.model_copy(update={"max_file_size": max_file_size})
+    return config.model_copy(update={"max_file_size": max(max_file_size, MIN_FILE_SIZE)})
 
 
-def check_export_options(options: Any) -> Optional[dict[str, Optional[str]]]:
-    """MindSpore's check of ``export_options`` (same errors)."""
-    if options is None:
-        return None
-    if not isinstance(options, dict):
-        raise TypeError(
-            f"For 'SummaryRecord', 'export_options' should be a dict or None, "
-            f"but got {type(options).__name__}"
+def note_small_file_size(max_file_size: Optional[int], log: logging.Logger) -> None:
+    """Warn that a ``max_file_size`` MindSpore takes is below what mindwatch rotates at
+    (MindSpore would stop writing there; mindwatch drops nothing recorded)."""
+    if max_file_size is not None and 0 <= max_file_size < MIN_FILE_SIZE:
+        log.warning(
+            _(
+                "mindwatch: max_file_size {size} is below {least} bytes: event files are "
+                "rotated at {least} bytes instead (MindSpore would stop writing at {size}; "
+                "mindwatch drops nothing recorded)"
+            ).format(size=max_file_size, least=MIN_FILE_SIZE)
         )
-    unexpected = set(options) - set(_EXPORT_FORMATS)
-    if unexpected:
-        raise ValueError(
-            f'For "SummaryRecord", the keys {unexpected} of "export_options" are unsupported, '
-            f"expect the follow keys: {list(_EXPORT_FORMATS)}"
-        )
-    for key, fmt in options.items():
-        if fmt not in _EXPORT_FORMATS[key]:
-            raise ValueError(
-                f'For "SummaryRecord", the export_format {fmt!r} of "export_options" is '
-                f"unsupported for {key}, expect the follow values: {list(_EXPORT_FORMATS[key])}"
-            )
-    return dict(options)
