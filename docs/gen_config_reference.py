@@ -48,6 +48,8 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"tag_style": "megatron"}, "unknown tag style"),
     ({"print_every": -1}, "negative interval"),
     ({"logdir": 5}, "a folder must be a path string"),
+    ({"logdir": "s3://bucket/runs/exp"}, "a remote store's URL: mindwatch writes a local folder"),
+    ({"filename_suffix": "/rank0"}, "a file name suffix that names another folder"),
     ({"checkpoint": {"keep_max": 3}}, "misspelt nested key"),
     ({"checkpoint": {"save_checkpoint_steps": 0}}, "a checkpoint every 0 steps"),
     ({"name_hparams": ["lr"]}, "folder name from an hparam that is not given"),

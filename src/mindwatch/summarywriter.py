@@ -9,9 +9,17 @@
         writer.add_scalar("loss", loss, step)
     writer.close()
 
-The constructor takes torch's arguments and the methods take torch's arguments in
-torch's order; values may be Python numbers, numpy arrays, MindSpore Tensors (read
-with ``asnumpy()``/``item()``, once per call) or torch tensors.
+The constructor takes torch's arguments (and tensorboardX's ``logdir=`` and
+``write_to_disk``) and the methods take torch's arguments in torch's order; values may
+be Python numbers, numpy arrays, MindSpore Tensors (read with ``asnumpy()``/``item()``,
+once per call) or torch tensors, of every dtype torch's writer takes: a scalar is one
+element of any shape (``()``, ``(1,)``, ``(1, 1)``), bfloat16 and float8 are exact
+(through float32, where torch goes through float16), and what is not a real number
+(several elements, complex, text, a tensor on torch's ``meta`` device) is a TypeError
+naming the tag. The folder is made absolute at once (``~`` expanded, bytes decoded,
+``file://`` read as a path); a remote store's URL (``s3://``...) is a LogDirError with
+the fix (docs/coming-from-pytorch.md: the decisions, value by value and folder by
+folder).
 
 A scalar is a training value of the Monitor's: ``add_scalar("loss", v, step)`` is, for
 the anomaly rules, the console, Prometheus, ``run.json`` and the cross-rank reduction,
@@ -32,8 +40,10 @@ what to do instead (``add_graph`` of a torch module, ``add_onnx_graph``, ``add_m
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -49,7 +59,7 @@ from mindwatch.common.warn import WarnOnce
 from mindwatch.config import MonitorConfig, ReduceKind
 from mindwatch.events import EventFileWriter
 from mindwatch.events import plugins as pb
-from mindwatch.events.writer import PathLike
+from mindwatch.events.writer import PathLike, absolute_logdir
 from mindwatch.metrics.derived import Timing
 from mindwatch.metrics.tags import tag_for
 from mindwatch.metrics.values import number, step_number
@@ -71,26 +81,128 @@ def default_log_dir(comment: str = "") -> str:
     return str(Path("runs") / f"{stamp}_{socket.gethostname()}{comment}")
 
 
-def as_array(value: Any) -> Array:
-    """A MindSpore Tensor (``asnumpy``), a torch tensor, or anything numpy takes, as a
-    numpy array: one read of the device's value."""
-    if hasattr(value, "asnumpy"):
-        return np.asarray(value.asnumpy())
-    if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch, without importing it
-        return np.asarray(value.detach().cpu().numpy())
-    if isinstance(value, (list, tuple)) and value and hasattr(value[0], "asnumpy"):
-        return np.stack([np.asarray(v.asnumpy()) for v in value])
-    return np.asarray(value)
+def as_array(value: Any, name: str = "values", *, complex_ok: bool = False) -> Array:
+    """A MindSpore Tensor (``asnumpy``), a torch tensor, a list of either, or anything
+    numpy takes, as a numpy array of real numbers: one read of the device's value.
+
+    torch's dtypes that numpy lacks (``bfloat16``, the ``float8`` kinds) and MindSpore's
+    (its ``asnumpy`` gives ml_dtypes' ``bfloat16``) become float32, which holds each of
+    their values exactly (torch's writer goes through float16, which turns a bfloat16
+    beyond 65504 into inf and one below 6e-8 into 0). A tensor on torch's ``meta``
+    device (no values) and complex numbers (TensorBoard shows real ones) are refused
+    with an error naming ``name``; torch's writer writes random numbers for the first
+    and drops the imaginary part of the second."""
+    if type(value) is np.ndarray:
+        array = value
+    elif hasattr(value, "asnumpy"):  # MindSpore
+        array = np.asarray(value.asnumpy())
+    elif _is_torch(value):
+        array = _torch_array(value, name, complex_ok)
+    elif (
+        isinstance(value, (list, tuple))
+        and value
+        and (hasattr(value[0], "asnumpy") or _is_torch(value[0]))
+    ):
+        array = np.stack([as_array(v, name, complex_ok=complex_ok) for v in value])
+    else:
+        array = np.asarray(value)
+    kind = array.dtype.kind
+    if kind == "c" and not complex_ok:
+        _complex_values(name, value)
+    if kind == "V" and array.dtype.names is None:  # ml_dtypes' bfloat16, float8...
+        with contextlib.suppress(TypeError, ValueError):  # not numbers: the reader says so
+            array = array.astype(np.float32)
+    return array
+
+
+def _is_torch(value: Any) -> bool:
+    """A torch tensor (or Parameter), told without importing torch."""
+    return hasattr(value, "detach") and hasattr(value, "cpu") and hasattr(value, "is_meta")
+
+
+def _torch_array(value: Any, name: str, complex_ok: bool = False) -> Array:
+    torch = sys.modules["torch"]  # a torch tensor was made: torch is imported
+    tensor = value.detach()
+    if tensor.is_meta:
+        raise TypeError(
+            f"mindwatch: {name} is a tensor on torch's 'meta' device, which has a shape but "
+            "no values; log a tensor on a device that holds them (cpu, cuda...)"
+        )
+    if tensor.is_complex():
+        if not complex_ok:
+            _complex_values(name, value)
+        if tensor.dtype == torch.complex32:  # numpy has no complex32
+            tensor = tensor.to(torch.complex64)
+    if tensor.is_floating_point() and tensor.dtype not in (
+        torch.float16,
+        torch.float32,
+        torch.float64,
+    ):
+        tensor = tensor.float()  # bfloat16, float8: numpy has no such type; exact
+    try:
+        return np.asarray(tensor.cpu().numpy())
+    except (TypeError, RuntimeError) as exc:  # sparse, quantized...
+        raise TypeError(
+            f"mindwatch: cannot read {name}, a torch tensor of {tensor.dtype} "
+            f"({tensor.layout}, on {tensor.device}): {exc}. Pass a dense tensor of real "
+            "numbers (t.to_dense(), t.dequantize(), t.float())."
+        ) from None
+
+
+def _complex_values(name: str, value: Any) -> NoReturn:
+    raise TypeError(
+        f"mindwatch: {name} holds complex numbers ({getattr(value, 'dtype', type(value))}), "
+        "which TensorBoard does not show; log their real part, imaginary part or "
+        "magnitude (abs) instead"
+    )
+
+
+def _walltime(walltime: Any) -> float:
+    """A ``walltime`` argument (seconds since the epoch, any real number) as a float."""
+    return number("walltime", walltime)
+
+
+def _hparam(key: str, value: Any) -> Union[bool, str, float, None]:
+    """An hparam's value as the HPARAMS table files it: a bool (numpy's too), a str,
+    None, or a number (TypeError naming the key otherwise)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    try:
+        return number(key, value)
+    except TypeError as exc:
+        raise TypeError(
+            f"mindwatch: hparam '{key}' must be a number, a str, a bool or None, got "
+            f"{type(value).__name__}: {value!r:.60} ({exc})"
+        ) from None
 
 
 def _unsupported(method: str, instead: str) -> NoReturn:
     raise NotImplementedError(f"mindwatch.SummaryWriter.{method} is not supported: {instead}")
 
 
-def _with_flush_secs(config: MonitorConfig, flush_secs: float) -> MonitorConfig:
+def _with(config: MonitorConfig, **settings: Any) -> MonitorConfig:
+    """``config`` with the settings the constructor's arguments give (checked as the
+    config's own: ``flush_secs=-1`` is a ConfigError naming it)."""
     fields = config.model_dump(exclude_unset=True)
-    fields["flush_secs"] = flush_secs
+    fields.update(settings)
     return MonitorConfig.from_dict(fields)
+
+
+def _log_dir(log_dir: Optional[PathLike], logdir: Optional[PathLike]) -> Optional[PathLike]:
+    """torch's ``log_dir`` or tensorboardX's ``logdir``; an empty one is none, as in
+    both (the default folder then)."""
+    if logdir is not None:
+        if log_dir is not None and log_dir != logdir:
+            raise TypeError(
+                f"mindwatch: SummaryWriter got log_dir={log_dir!r} and logdir={logdir!r}; "
+                "they are the same argument (torch's and tensorboardX's names): pass one"
+            )
+        log_dir = logdir
+    if isinstance(log_dir, (str, bytes)) and not log_dir:
+        return None
+    return log_dir
 
 
 class SummaryWriter:
@@ -112,9 +224,14 @@ class SummaryWriter:
             and the queue's bound is the config's ``max_queue``.
         flush_secs: the longest a value waits before it reaches the OS (the config's
             ``flush_secs``; None: the config's, 2 s by default, not torch's 120 s).
-        filename_suffix: appended to the names of the event files of the sub-runs this
-            writer makes (``add_scalars``, ``add_hparams``); the run's own files are
-            the Monitor's.
+        filename_suffix: appended to the name of every event file this writer makes,
+            the run's and its sub-runs' (``add_scalars``, ``add_hparams``), as torch's
+            (the config's ``filename_suffix``).
+        write_to_disk: tensorboardX's: False writes nothing at all (no folder, no file,
+            no Monitor: :attr:`monitor` raises) and every call is accepted, as the
+            ranks that do not write take them (scalars, steps and walltimes are still
+            checked; images, histograms... are not built). tensorboardX itself still
+            writes ``add_hparams``' sub-run and ``add_embedding``'s files then.
         config: a :class:`~mindwatch.MonitorConfig`, a dict or a YAML path: the rules,
             console, Prometheus... as for ``Monitor``.
         rank: as for ``Monitor``: under ``msrun``
@@ -134,6 +251,7 @@ class SummaryWriter:
         max_queue: int = 10,
         flush_secs: Optional[float] = None,
         filename_suffix: str = "",
+        write_to_disk: bool = True,
         *,
         logdir: Optional[PathLike] = None,
         config: Union[MonitorConfig, Mapping[str, Any], str, Path, None] = None,
@@ -142,16 +260,20 @@ class SummaryWriter:
         collective: Optional[Collective] = None,
         reductions: Optional[Mapping[str, ReduceKind]] = None,
     ) -> None:
-        if log_dir is None:
-            log_dir = logdir
+        log_dir = _log_dir(log_dir, logdir)
         cfg = MonitorConfig.from_any(config)
         if log_dir is None:
             log_dir = cfg.logdir if cfg.logdir is not None else default_log_dir(comment)
+        settings: dict[str, Any] = {}
         if flush_secs is not None:
-            cfg = _with_flush_secs(cfg, flush_secs)
+            settings["flush_secs"] = flush_secs
+        if filename_suffix:
+            settings["filename_suffix"] = filename_suffix
+        if settings:
+            cfg = _with(cfg, **settings)
         if type(max_queue) is not int or max_queue < 1:
             raise ValueError(f"mindwatch: max_queue must be an int >= 1, got {max_queue!r}")
-        self.filename_suffix = filename_suffix
+        self.filename_suffix = cfg.filename_suffix
         self._names: dict[str, str] = {}  # a tag as given -> its name for the Monitor
         self._literal: set[str] = set()  # Monitor's names the tags given take
         # Monitor's names the TensorBoard sinks write as the tags given (one dict, shared
@@ -164,6 +286,11 @@ class SummaryWriter:
         self._warn = WarnOnce(log)
         self._rank, self._world_size = rank, world_size
         self._collective, self._reductions = collective, reductions
+        self._on_disk = bool(write_to_disk)
+        if not self._on_disk:
+            self._logdir = absolute_logdir(log_dir)  # checked all the same, not made
+            self._closed = True
+            return
         self._open(self._new_monitor(log_dir, cfg, resume_step=purge_step))
 
     def _new_monitor(
@@ -196,7 +323,11 @@ class SummaryWriter:
         main = outputs.global_tb or outputs.rank_tb
         self._logdir = main.writer.logdir if main is not None else mon.logdir
         self._route_log = mon._route.log
-        self._pending: Optional[tuple[int, float, dict[str, float], Optional[Timing]]] = None
+        # The step being gathered: step, wall time, values, timing, and the walltime the
+        # caller gave (None: now), which every value of the row shares.
+        self._pending: Optional[
+            tuple[int, float, dict[str, float], Optional[Timing], Optional[float]]
+        ] = None
         self._timing: Optional[Timing] = None  # the new step's, until its row takes it
         route = mon._route
         # A step is one row for the pipeline (its rules, console, reduction), as
@@ -216,8 +347,24 @@ class SummaryWriter:
         """The Monitor this writer writes through (reopened if the writer was closed,
         as torch's writer reopens its files)."""
         if self._closed:
+            if not self._on_disk:
+                raise RuntimeError(
+                    "mindwatch: this SummaryWriter was made with write_to_disk=False: it "
+                    "writes nothing and has no Monitor; check writer.write_to_disk first"
+                )
             self._reopen()
         return self._mon
+
+    @property
+    def write_to_disk(self) -> bool:
+        """Whether this writer writes (tensorboardX's ``write_to_disk``)."""
+        return self._on_disk
+
+    @property
+    def _writes(self) -> bool:
+        """Whether this process writes the run's records (rank 0's, or each rank's own
+        without a collective; never with ``write_to_disk=False``)."""
+        return self._on_disk and self.monitor.writes_shared
 
     def _reopen(self) -> None:
         """A record after :meth:`close`: the run goes on in the same folder (torch's
@@ -239,10 +386,10 @@ class SummaryWriter:
             pending is None
             or pending[0] != step
             or name in pending[2]
-            or (walltime is not None and walltime != pending[1])
+            or walltime != pending[4]  # a row has one wall time: the caller's, or now
         ):
             self._hand_on()
-            pending = self._pending = (step, wall, {}, self._timing)
+            pending = self._pending = (step, wall, {}, self._timing, walltime)
             self._timing = None
         pending[2][name] = value
 
@@ -250,7 +397,7 @@ class SummaryWriter:
         """The gathered step, as one ``log_step`` would have logged it."""
         pending, self._pending = self._pending, None
         if pending is not None:
-            step, wall, values, timing = pending
+            step, wall, values, timing, _ = pending
             logged = (step, wall, None, None, None, tuple(values), tuple(values.values()))
             self._route_log((*logged, None, None, timing))
 
@@ -280,7 +427,12 @@ class SummaryWriter:
             name = self._name(tag)
         value = scalar_value if type(scalar_value) is float else number(tag, scalar_value)
         step = global_step if type(global_step) is int else self._step(global_step)
-        wall = walltime if walltime is not None else time.time()
+        if walltime is None:
+            wall = time.time()
+        else:  # any number, as torch's (a numpy float, an int, 0: the epoch itself)
+            wall = walltime = walltime if type(walltime) is float else _walltime(walltime)
+        if not self._on_disk:
+            return
         if new_style:
             entry = pb.scalar_tensor_value(tag, value, double=double_precision)
             self.monitor.log_values(step, [entry], wall)
@@ -357,9 +509,9 @@ class SummaryWriter:
         ``<log_dir>/<main_tag>_<k>`` (``/`` in main_tag becomes ``_``), holding
         ``main_tag``, as torch writes them."""
         step = self._step(global_step)
-        wall = walltime if walltime is not None else time.time()
+        wall = time.time() if walltime is None else _walltime(walltime)
         values = [(key, number(f"{main_tag}/{key}", v)) for key, v in tag_scalar_dict.items()]
-        if not self.monitor.writes_shared:
+        if not self._writes:
             return
         for key, value in values:
             writer = self._sub_run(f"{main_tag.replace('/', '_')}_{key}")
@@ -381,8 +533,27 @@ class SummaryWriter:
     # ------------------------------------------------------------------ other kinds
 
     def _values(self, global_step: Any, walltime: Optional[float], values: list[bytes]) -> None:
-        wall = None if walltime is None else number("walltime", walltime)
-        self.monitor.log_values(self._step(global_step), values, wall)
+        wall = None if walltime is None else _walltime(walltime)
+        step = self._step(global_step)
+        if self._on_disk:
+            self.monitor.log_values(step, values, wall)
+
+    def add_tensor(
+        self,
+        tag: str,
+        tensor: Any,
+        global_step: Optional[int] = None,
+        walltime: Optional[float] = None,
+    ) -> None:
+        """A whole tensor, as a ``TensorProto`` of TensorBoard's own encoding (read back
+        with ``tensorboard.util.tensor_util.make_ndarray``); complex numbers are kept.
+        Where torch's encoding differs it is not followed: torch writes float16 halves
+        as float32 bit patterns, which TensorBoard reads back as 0, and bfloat16 as
+        ``DT_BFLOAT16`` in the same form; here float16 is TensorBoard's ``DT_HALF`` and
+        bfloat16 (and float8) values are float32, exactly."""
+        if self._writes:
+            array = as_array(tensor, "add_tensor's tensor", complex_ok=True)
+            self._values(global_step, walltime, [pb.tensor_value(tag, array)])
 
     def add_histogram(
         self,
@@ -395,8 +566,10 @@ class SummaryWriter:
     ) -> None:
         """A histogram of ``values`` with numpy's ``bins`` (``'tensorflow'``: TensorFlow's
         exponential edges; ``'auto'``, ``'fd'``, ``'sqrt'``..., an int, or the edges)."""
-        if self.monitor.writes_shared:
-            entry = pb.numpy_histogram_value(tag, as_array(values), bins, max_bins)
+        if self._writes:
+            entry = pb.numpy_histogram_value(
+                tag, as_array(values, "add_histogram's values"), bins, max_bins
+            )
             self._values(global_step, walltime, [entry])
 
     def add_histogram_raw(
@@ -413,8 +586,8 @@ class SummaryWriter:
         walltime: Optional[float] = None,
     ) -> None:
         """A histogram already bucketed: ``bucket_limits[i]`` is bucket i's right edge."""
-        limits = as_array(bucket_limits).reshape(-1).tolist()
-        counts = as_array(bucket_counts).reshape(-1).tolist()
+        limits = as_array(bucket_limits, "bucket_limits").reshape(-1).tolist()
+        counts = as_array(bucket_counts, "bucket_counts").reshape(-1).tolist()
         entry = pb.histogram_raw_value(
             tag,
             minimum=number("min", min),
@@ -437,8 +610,8 @@ class SummaryWriter:
     ) -> None:
         """An image: uint8 in [0, 255], or floats in [0, 1]; ``dataformats`` ``CHW``
         (torch's default), ``HWC``, ``HW``..."""
-        if self.monitor.writes_shared:
-            pixels = pb.image_array(as_array(img_tensor), dataformats)
+        if self._writes:
+            pixels = pb.image_array(as_array(img_tensor, "img_tensor"), dataformats)
             self._values(global_step, walltime, [pb.image_value(tag, pixels)])
 
     def add_images(
@@ -449,7 +622,12 @@ class SummaryWriter:
         walltime: Optional[float] = None,
         dataformats: str = "NCHW",
     ) -> None:
-        """A batch of images shown as one grid, 8 a row (``NCHW`` or ``NHWC``)."""
+        """A batch of images shown as one grid, 8 a row (``NCHW`` or ``NHWC``); a list
+        of images of one size with ``dataformats`` ``CHW`` or ``HWC``, as tensorboardX
+        takes them."""
+        if isinstance(img_tensor, (list, tuple)) and "N" not in dataformats.upper():
+            img_tensor = as_array(img_tensor, "img_tensor")  # stacked: a new first axis
+            dataformats = "N" + dataformats
         self.add_image(tag, img_tensor, global_step, walltime, dataformats)
 
     def add_figure(
@@ -490,8 +668,8 @@ class SummaryWriter:
         walltime: Optional[float] = None,
     ) -> None:
         """Mono audio, samples in [-1, 1] (clipped), as a 16-bit WAV."""
-        if self.monitor.writes_shared:
-            entry = pb.audio_value(tag, as_array(snd_tensor), int(sample_rate))
+        if self._writes:
+            entry = pb.audio_value(tag, as_array(snd_tensor, "snd_tensor"), int(sample_rate))
             self._values(global_step, walltime, [entry])
 
     def add_pr_curve(
@@ -505,13 +683,13 @@ class SummaryWriter:
         walltime: Optional[float] = None,
     ) -> None:
         """A precision-recall curve from binary ``labels`` and probabilities in [0, 1]."""
-        if self.monitor.writes_shared:
+        if self._writes:
             entry = pb.pr_curve_value(
                 tag,
-                as_array(labels),
-                as_array(predictions),
+                as_array(labels, "labels"),
+                as_array(predictions, "predictions"),
                 num_thresholds,
-                None if weights is None else as_array(weights),
+                None if weights is None else as_array(weights, "weights"),
             )
             self._values(global_step, walltime, [entry])
 
@@ -531,7 +709,7 @@ class SummaryWriter:
     ) -> None:
         """A precision-recall curve from counts computed already (one per threshold)."""
         rows = [
-            as_array(row)
+            as_array(row, "add_pr_curve_raw's counts")
             for row in (
                 true_positive_counts,
                 false_positive_counts,
@@ -567,19 +745,41 @@ class SummaryWriter:
         hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
         run_name: Optional[str] = None,
         global_step: Optional[int] = None,
+        *,
+        name: Optional[str] = None,
     ) -> None:
         """One row of the HPARAMS table: a sub-run ``<log_dir>/<run_name>`` (default the
         time) holding the hparams and ``metric_dict``'s values as scalars, as torch
-        writes it."""
+        writes it.
+
+        Hparam values: ``bool`` (a bool hparam; torch files it as a number), ``str``,
+        None (left out, as torch does) or any number ``add_scalar`` takes (numpy
+        scalars, one-element tensors); metrics: any number ``add_scalar`` takes.
+        tensorboardX's form works too: ``name=`` is ``run_name``, and its positional
+        order ``add_hparams(hparams, metrics, name, global_step)`` is told apart by the
+        third argument being a str (torch's is a dict)."""
+        if isinstance(hparam_domain_discrete, str):  # tensorboardX's positional name
+            if name is not None:
+                raise TypeError(
+                    f"mindwatch: add_hparams got the run name twice ({hparam_domain_discrete!r} "
+                    f"and name={name!r}); pass one"
+                )
+            name, hparam_domain_discrete = hparam_domain_discrete, None
+            if global_step is None and run_name is not None and not isinstance(run_name, str):
+                global_step, run_name = run_name, None  # tensorboardX's fourth: the step
+        if name is not None:
+            if run_name is not None and run_name != name:
+                raise TypeError(
+                    f"mindwatch: add_hparams got run_name={run_name!r} and name={name!r}; "
+                    "they are the same argument (torch's and tensorboardX's names): pass one"
+                )
+            run_name = name
         if not isinstance(hparam_dict, Mapping) or not isinstance(metric_dict, Mapping):
             raise TypeError("mindwatch: add_hparams takes two dicts: hparams and metrics")
-        hparams = {
-            key: (value if isinstance(value, (bool, str)) or value is None else number(key, value))
-            for key, value in hparam_dict.items()
-        }
+        hparams = {key: _hparam(key, value) for key, value in hparam_dict.items()}
         metrics = {key: number(key, value) for key, value in metric_dict.items()}
         entries = pb.hparams_summaries(hparams, list(metrics), hparam_domain_discrete)
-        if not self.monitor.writes_shared:
+        if not self._writes:
             return
         step = self._step(global_step)
         name = run_name or str(time.time())
@@ -607,7 +807,7 @@ class SummaryWriter:
         (``metadata``, rows of columns with ``metadata_header``) and an image per point
         (``label_img``, N x C x H x W in [0, 1]), written as torch writes them
         (``<step:05>/<tag>/`` and ``projector_config.pbtxt`` in the run folder)."""
-        if not self.monitor.writes_shared:
+        if not self._writes:
             return
         from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
 
@@ -616,9 +816,9 @@ class SummaryWriter:
         pb.embedding_files(
             self._logdir,
             self._projector,
-            as_array(mat),
+            as_array(mat, "mat"),
             metadata=metadata,
-            label_img=None if label_img is None else as_array(label_img),
+            label_img=None if label_img is None else as_array(label_img, "label_img"),
             step=self._step(global_step),
             tag=tag,
             metadata_header=metadata_header,

@@ -38,6 +38,7 @@ from pydantic import (
     model_validator,
 )
 
+from mindwatch.common.logdirs import local_path
 from mindwatch.config.alerts import RULE_NAMES, AlertSettings
 from mindwatch.config.errors import ConfigError, describe
 from mindwatch.config.hardware import HardwareSettings
@@ -125,6 +126,13 @@ class MonitorConfig(Settings):
         ge=1024,
         description="Start a new event file when the current one reaches this many bytes "
         "(None: never rotate).",
+    )
+    filename_suffix: str = Field(
+        default="",
+        max_length=200,
+        description="Appended to the name of every event file the run writes "
+        "(events.out.tfevents.<stamp>.<host>.<pid>.<n><suffix>), as torch's "
+        "SummaryWriter(filename_suffix=...) does; no '/', '\\' or NUL.",
     )
     max_queue: int = Field(
         default=100_000,
@@ -387,6 +395,22 @@ class MonitorConfig(Settings):
                 )
             given[field] = key
         return _histograms_as_named(data, given)
+
+    @field_validator("logdir")
+    @classmethod
+    def _local_logdir(cls, value: Optional[str]) -> Optional[str]:
+        # A URL of a remote store would silently become a local folder named 's3:'.
+        return None if value is None else local_path(value)
+
+    @field_validator("filename_suffix")
+    @classmethod
+    def _file_name_part(cls, value: str) -> str:
+        if any(c in value for c in "/\\\0"):
+            raise ValueError(
+                f"{value!r} would put the event files in another folder; use a suffix "
+                "without '/', '\\' or NUL, such as '.rank0'"
+            )
+        return value
 
     @field_validator("collect_freq", mode="before")
     @classmethod

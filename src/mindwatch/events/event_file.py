@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from mindwatch.common.logdirs import local_path
 from mindwatch.common.warn import WarnOnce
 from mindwatch.events.encoding import encode_file_version
 from mindwatch.events.records import RecordWriter
@@ -55,9 +56,11 @@ class LogDirError(OSError):
 
 
 def absolute_logdir(path: Any) -> Path:
-    """``path`` made absolute (``~`` expanded), or a LogDirError saying what is wrong
-    with it: not a path at all, empty (which would silently mean the working folder),
-    or holding a NUL character (which no file system takes)."""
+    """``path`` made absolute (``~`` expanded, bytes decoded as the OS does, a
+    ``file://`` URL read as its path), or a LogDirError saying what is wrong with it:
+    not a path at all, empty (which would silently mean the working folder), holding a
+    NUL character (which no file system takes), or a URL of a remote store (``s3://``,
+    ``gs://``, ``hdfs://``...: :func:`mindwatch.common.logdirs.local_path`)."""
     try:
         text = os.fspath(path)
     except TypeError:
@@ -77,6 +80,10 @@ def absolute_logdir(path: Any) -> Path:
             f"the log folder {text!r:.80} holds a NUL character, which no file system "
             "takes; check how the path was built"
         )
+    try:
+        text = local_path(text)  # file:// is a path; s3://... would be a folder 's3:'
+    except ValueError as exc:
+        raise LogDirError(str(exc)) from None
     return Path(os.path.abspath(os.path.expanduser(text)))
 
 

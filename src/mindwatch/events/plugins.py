@@ -40,6 +40,7 @@ __all__ = [
     "pr_curve_raw_value",
     "pr_curve_value",
     "scalar_tensor_value",
+    "tensor_value",
     "text_summary_value",
     "to_hwc",
 ]
@@ -69,6 +70,22 @@ def scalar_tensor_value(tag: str, value: float, *, double: bool = False) -> byte
     else:
         tensor = TensorProto(float_val=[value], dtype="DT_FLOAT")
     metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"))
+    return value_bytes(Summary.Value(tag=tag, tensor=tensor, metadata=metadata))
+
+
+def tensor_value(tag: str, array: Array) -> bytes:
+    """``add_tensor``: the array as a ``TensorProto`` (TensorBoard's own encoder), under
+    the ``tensor`` plugin, as torch files it."""
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+    from tensorboard.util import tensor_util
+
+    if array.nbytes >= 1 << 31:  # a protobuf message holds at most 2 GiB
+        raise ValueError(
+            f"tensor '{tag}' holds {array.nbytes} bytes, beyond a protobuf's 2 GiB; log a "
+            "slice or statistics of it"
+        )
+    tensor = tensor_util.make_tensor_proto(array)
+    metadata = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="tensor"))
     return value_bytes(Summary.Value(tag=tag, tensor=tensor, metadata=metadata))
 
 

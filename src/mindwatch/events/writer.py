@@ -125,6 +125,11 @@ class WriterStats:
     files_vanished: int = 0
 
 
+def _now_or(wall_time: Optional[float]) -> float:
+    """``wall_time``, or now when None (0, the epoch, is a wall time too)."""
+    return time.time() if wall_time is None else wall_time
+
+
 class EventFileWriter:
     """Write TensorBoard event files for one run folder from a background thread.
 
@@ -223,16 +228,18 @@ class EventFileWriter:
             # collections cost tens of milliseconds beside a framework's large heap).
             scalars = tuple(scalars)
         queue = self._queue
+        # A wall time of 0 (the epoch, which torch's tests pass) is a wall time, not "now".
+        wall = time.time() if wall_time is None else wall_time
         if len(queue) < self._handoff.fast_limit:  # the hot path: one append
-            queue.append((SCALARS, wall_time or time.time(), step, scalars))
+            queue.append((SCALARS, wall, step, scalars))
             return
-        self._handoff.put((SCALARS, wall_time or time.time(), step, scalars))
+        self._handoff.put((SCALARS, wall, step, scalars))
 
     def add_scalar(
         self, tag: str, value: float, step: int, wall_time: Optional[float] = None
     ) -> None:
         """Log one scalar. ``value`` is converted with ``float()`` now (TypeError if it can't)."""
-        item = (SCALARS, wall_time or time.time(), step, ((tag, float(value)),))
+        item = (SCALARS, _now_or(wall_time), step, ((tag, float(value)),))
         queue = self._queue
         if len(queue) < self._handoff.fast_limit:  # the hot path: one append
             queue.append(item)
@@ -264,21 +271,21 @@ class EventFileWriter:
         self, step: int, values: Sequence[bytes], wall_time: Optional[float] = None
     ) -> None:
         """Log ready-made serialized ``Summary.Value`` entries as one event."""
-        self._handoff.put((VALUES, wall_time or time.time(), step, values))
+        self._handoff.put((VALUES, _now_or(wall_time), step, values))
 
     def add_values_later(
         self, step: int, build: _ValueBuilder, wall_time: Optional[float] = None
     ) -> None:
         """Log the ``Summary.Value`` entries ``build()`` returns, calling it on the worker."""
-        self._handoff.put((BUILD, wall_time or time.time(), step, build))
+        self._handoff.put((BUILD, _now_or(wall_time), step, build))
 
     def add_graph(self, graph_def: bytes, wall_time: Optional[float] = None) -> None:
         """Log a serialized TensorBoard ``GraphDef`` (the GRAPHS tab shows the last one)."""
-        self._handoff.put((EVENT, 0.0, 0, encode_graph(wall_time or time.time(), graph_def)))
+        self._handoff.put((EVENT, 0.0, 0, encode_graph(_now_or(wall_time), graph_def)))
 
     def add_session_start(self, step: int, wall_time: Optional[float] = None) -> None:
         """Mark a restart at ``step``: TensorBoard hides earlier points at ``>= step``."""
-        self._handoff.put((MARKER, 0.0, 0, encode_session_start(wall_time or time.time(), step)))
+        self._handoff.put((MARKER, 0.0, 0, encode_session_start(_now_or(wall_time), step)))
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Block until everything logged so far is in the OS. Returns False on timeout.

@@ -85,12 +85,18 @@ def number(key: str, value: Any) -> float:  # noqa: PLR0911 - a return per fast 
             return float(value)
         if value.size == 1:  # float() of it: deprecated by NumPy 1.25, refused by 2
             return float(value.item())
-    elif _special_types.get(kind) is False and not getattr(value, "ndim", 0):
-        # A type seen before that is neither text, complex nor an array: a 0-d
-        # framework tensor, as a rule. A finite float() of it is the answer.
+    elif _special_types.get(kind) is False:
+        # A type seen before that is neither text, complex nor a numpy array: a framework
+        # tensor, as a rule. Its item() reads one element whatever the shape ((), (1,),
+        # (1, 1): torch's writer takes them all), exactly for bfloat16, and without
+        # autograd's warning about float() of a tensor that requires grad. A finite
+        # float of it is the answer; anything else gets the general path's checks.
+        read = getattr(value, "item", None)
         try:
-            result = float(value)
-        except (TypeError, ValueError, ArithmeticError):
+            result = read() if read is not None else value
+            if type(result) is not float:
+                result = float(result)
+        except (TypeError, ValueError, ArithmeticError, RuntimeError):
             return _general(key, value)  # says precisely what is wrong
         if result - result == 0.0:
             return result
@@ -120,17 +126,23 @@ def _general(key: str, value: Any) -> float:
                 result = _as_float(key, value)
                 if result is not None:
                     return result
-    elif not getattr(value, "ndim", 0):  # numbers, numpy scalars and 0-d tensors
+    elif not hasattr(value, "item"):  # Python numbers: int, bool, Fraction, Decimal...
         result = _as_float(key, value)
         if result is not None:
             return result
-    # A one-element array or tensor (NumPy >= 1.25 deprecates float() on it, NumPy 2
-    # refuses it), an object array (whose float() would parse a string it holds), a
-    # 0-d tensor whose float() failed (a complex one).
-    if getattr(value, "size", None) == 1 and hasattr(value, "item"):
+    if getattr(value, "is_meta", False) is True:  # torch's device for shapes only
+        raise TypeError(
+            f"mindwatch: '{key}' is a tensor on the 'meta' device, which has a shape but no "
+            "values; log a tensor on a device that holds them (cpu, cuda, npu...)"
+        )
+    # A one-element array or tensor of any shape (NumPy >= 1.25 deprecates float() on
+    # it, NumPy 2 refuses it), a numpy scalar of a type float() may not take exactly
+    # (longdouble, bfloat16), an object array (whose float() would parse a string it
+    # holds), a tensor whose float() failed (a complex one).
+    if _element_count(value) == 1 and hasattr(value, "item"):
         try:
             item = value.item()
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RuntimeError):
             item = None
         if isinstance(item, _TEXT):
             _text(key, value)
@@ -146,6 +158,26 @@ def _general(key: str, value: Any) -> float:
         f"mindwatch: '{key}' must be a number (int, float, or a one-element "
         f"numpy array / tensor), got {what}: {value!r:.60}"
     ) from None
+
+
+def _element_count(value: Any) -> Optional[int]:
+    """How many elements an array or tensor holds (None if it does not say): numpy's and
+    MindSpore's ``size``, torch's ``numel()`` (its ``size`` is a method), or the product
+    of the shape."""
+    size = getattr(value, "size", None)
+    if type(size) is int:
+        return size
+    numel = getattr(value, "numel", None)
+    if callable(numel):
+        try:
+            return int(numel())
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    shape = getattr(value, "shape", None)
+    try:
+        return math.prod(int(n) for n in shape) if shape is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _text(key: str, value: Any) -> NoReturn:

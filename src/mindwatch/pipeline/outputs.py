@@ -146,6 +146,7 @@ def open_writer(folder: Path, config: MonitorConfig) -> EventFileWriter:
         max_file_size=config.max_file_size,
         max_queue=config.max_queue,
         max_block_secs=config.max_block_secs,
+        filename_suffix=config.filename_suffix,
         purge_step=0 if not has_event_files(folder) else None,
     )
     writer.summarize_drops = False  # Outputs.finish_run logs one total, run.json's
