@@ -155,18 +155,35 @@ def prepare(module: Module, settings: dict[str, Any]) -> Path:
     return work
 
 
-def statuses(work: Path) -> dict[str, str]:
-    """mutmut's verdict on every mutant of the folder, read from its ``.meta`` files."""
+def in_sample(name: str, digits: str) -> bool:
+    """Whether mutant ``name`` (``...__mutmut_<N>``) is in the sample of the numbers
+    ending in one of ``digits`` ("" or "all": every mutant)."""
+    return digits in ("", "all") or name[-1] in digits
+
+
+def sample_patterns(digits: str) -> list[str]:
+    """mutmut's mutant-name patterns for the sample (none: every mutant)."""
+    return [] if digits in ("", "all") else [f"*__mutmut_*[{digits}]"]
+
+
+def statuses(work: Path, digits: str) -> dict[str, str]:
+    """mutmut's verdict on every mutant of the sample, read from its ``.meta`` files."""
     from mutmut.stats import status_by_exit_code
 
     found: dict[str, str] = {}
     for meta in sorted((work / "mutants" / "src").rglob("*.py.meta")):
         codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
-        found.update({name: status_by_exit_code[code] for name, code in codes.items()})
+        found.update(
+            {
+                name: status_by_exit_code[code]
+                for name, code in codes.items()
+                if in_sample(name, digits)
+            }
+        )
     return found
 
 
-def run_module(module: Module, settings: dict[str, Any], jobs: int) -> Score:
+def run_module(module: Module, settings: dict[str, Any], jobs: int, digits: str) -> Score:
     """Mutate one module and run its mutants against its tests; mutmut's output goes to
     ``mutmut.log`` in the work folder."""
     work = prepare(module, settings)
@@ -178,7 +195,7 @@ def run_module(module: Module, settings: dict[str, Any], jobs: int) -> Score:
     started = time.monotonic()
     with (work / "mutmut.log").open("w", encoding="utf-8") as log:
         done = subprocess.run(
-            [str(mutmut), "run", "--max-children", str(jobs)],
+            [str(mutmut), "run", "--max-children", str(jobs), *sample_patterns(digits)],
             cwd=work,
             env=env,
             stdout=log,
@@ -191,8 +208,10 @@ def run_module(module: Module, settings: dict[str, Any], jobs: int) -> Score:
             f"make mutation: mutmut failed on {module.name} (exit {done.returncode}); "
             f"the end of {work / 'mutmut.log'}:\n{tail}"
         )
-    score = Score(module.name, statuses(work), seconds)
-    (work / "seconds").write_text(f"{seconds:.0f}\n", encoding="utf-8")
+    score = Score(module.name, statuses(work, digits), seconds)
+    (work / "run.json").write_text(
+        json.dumps({"seconds": round(seconds), "sample": digits}) + "\n", encoding="utf-8"
+    )
     return score
 
 
@@ -256,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=2, help="mutants tested at once (default 2: two cores)"
     )
     parser.add_argument(
+        "--sample",
+        metavar="DIGITS",
+        help="test the mutants whose number ends in one of DIGITS ('all': every mutant); "
+        "default: sample in [tool.mindwatch.mutation]",
+    )
+    parser.add_argument(
         "--report-only",
         action="store_true",
         help="do not run: score what the last run left in build/mutation/",
@@ -275,18 +300,25 @@ def main(argv: list[str] | None = None) -> int:
         )
     chosen = [modules[name] for name in args.modules] if args.modules else listed
 
+    digits = str(args.sample if args.sample is not None else settings.get("sample", "all"))
+    if digits != "all" and not (digits.isdigit() and len(set(digits)) == len(digits)):
+        parser.error(f"--sample {digits!r}: distinct digits such as 0 or 05, or 'all'")
     scores = []
     for module in chosen:
         work = WORK / module.name
         if args.report_only:
             if not (work / "mutants").is_dir():
                 sys.exit(f"make mutation: no run of {module.name} in {work}; run it first")
-            seconds_file = work / "seconds"
-            seconds = float(seconds_file.read_text()) if seconds_file.exists() else 0.0
-            score = Score(module.name, statuses(work), seconds)
+            ran_file = work / "run.json"
+            ran = json.loads(ran_file.read_text()) if ran_file.exists() else {}
+            score = Score(
+                module.name,
+                statuses(work, ran.get("sample", digits)),
+                float(ran.get("seconds", 0)),
+            )
         else:
             print(f"make mutation: {module.name} ...", flush=True)
-            score = run_module(module, settings, args.jobs)
+            score = run_module(module, settings, args.jobs, digits)
         out = (
             args.survivors_dir / f"{module.name}.txt"
             if args.survivors_dir
