@@ -292,3 +292,62 @@ def test_an_item_that_cannot_be_encoded_is_one_warning_and_counted(
     assert len(warnings) == 1
     assert writer.stats.points_dropped == 5
     assert len(scalars(tmp_path)["good"]) == 5
+
+
+def test_the_crc_table_is_crc32cs() -> None:
+    # The pure-Python fallback and the reader's bulk checks use this table; it is built
+    # when the module is imported, so build it again here to test the builder.
+    from mindwatch.events.crc import CRC32C_TABLE, _make_table
+
+    table = _make_table()
+    assert table == list(CRC32C_TABLE)
+    assert (table[0], table[1], table[128], table[255]) == (
+        0,
+        0xF26B8303,
+        0x82F63B78,
+        0xAD7D5351,
+    )
+
+
+@pytest.mark.parametrize("max_queue", [1, 1000])  # 1: every add takes the hand-off's slow path
+def test_the_callers_wall_time_is_kept_else_the_clock(tmp_path: Path, max_queue: int) -> None:
+    import time
+
+    before = time.time()
+    with EventFileWriter(tmp_path, max_queue=max_queue) as writer:
+        writer.add_scalars(1, [("a", 1.0)], wall_time=1_600_000_000.5)
+        writer.add_scalar("b", 2.0, 1, wall_time=1_600_000_001.5)
+        writer.add_scalars(2, [("a", 3.0)])
+        writer.add_scalar("b", 4.0, 2)
+    after = time.time()
+    acc = accumulator(tmp_path)
+    walls = {tag: [e.wall_time for e in acc.Scalars(tag)] for tag in ("a", "b")}
+    assert walls["a"][0] == 1_600_000_000.5
+    assert walls["b"][0] == 1_600_000_001.5
+    assert before <= walls["a"][1] <= after
+    assert before <= walls["b"][1] <= after
+
+
+def test_a_histogram_is_of_the_values_when_logged_not_after(tmp_path: Path) -> None:
+    import numpy as np
+
+    values = np.arange(100, dtype=np.float64)
+    with EventFileWriter(tmp_path) as writer:
+        writer.add_histogram("h", values, 1)
+        values[:] = 1e6  # the caller reuses its buffer before the worker buckets it
+    (event,) = accumulator(tmp_path).Histograms("h")
+    assert event.histogram_value.max == 99.0
+    assert event.histogram_value.num == 100
+
+
+def test_bad_writer_settings_name_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="flush_secs"):
+        EventFileWriter(tmp_path, flush_secs=0)
+    with pytest.raises(ValueError, match="max_queue must be >= 1, got 0"):
+        EventFileWriter(tmp_path, max_queue=0)
+    with EventFileWriter(tmp_path / "one", max_queue=1) as writer:  # the smallest queue works
+        for step in range(20):
+            writer.add_scalar("x", float(step), step)
+    assert [v for _, v in scalars(tmp_path / "one")["x"]] == [float(s) for s in range(20)]
+    with pytest.raises(LogDirError, match="the log folder is empty; pass one"):
+        EventFileWriter("")

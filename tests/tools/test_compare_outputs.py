@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from xml.etree import ElementTree as ET
 
 import pytest
 from click.testing import CliRunner, Result
@@ -14,6 +15,7 @@ from examples.compare_jitter import written_run
 from junitparser import Failure, JUnitXml, Skipped
 
 from mindwatch.cli import main
+from mindwatch.tools.compare import Check, RunData, display_name, load_runs, report_junit
 
 
 def compare(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -242,3 +244,107 @@ def test_a_run_in_its_baseline_folder_is_not_its_own_baseline(
     )
     assert json.loads(saved.stdout)["passed"] is True
     assert "saved as baseline 'n'" in saved.stderr
+
+
+def _check(name: str, status: str, **values: object) -> Check:
+    fields: dict[str, object] = {"baseline": 2.0, "run": 2.5, "limit": 2.25, "detail": "why"}
+    fields.update(values)
+    return Check(name=name, status=status, **fields)  # type: ignore[arg-type]
+
+
+def test_junit_counts_and_attributes_are_the_checks(tmp_path: Path) -> None:
+    # One regression, one skipped and two passing checks of four: every count differs, so
+    # a count of the wrong status cannot pass. Parsed with ElementTree, attribute by
+    # attribute, as a CI report tool reads them.
+    import pandas as pd
+
+    checks = [
+        _check("final loss", "regression", baseline=2.0, run=2.5, limit=2.25),
+        _check("loss at matched step", "ok", baseline=1.0, run=1.01, limit=1.1),
+        _check("throughput", "skipped", baseline=None, run=None, limit=None, detail="no perf"),
+        _check("step time (ms)", "ok", baseline=100.0, run=101.0, limit=110.0),
+    ]
+    empty = pd.DataFrame({"tag": [], "step": [], "value": []})
+    run = RunData(tmp_path / "run", empty, {})
+    bases = [RunData(tmp_path / "b1", empty, {}), RunData(tmp_path / "b2", empty, {})]
+    body = report_junit(checks, run, bases)
+    assert body.startswith(b"<?xml version='1.0' encoding='utf-8'?>\n")
+    assert body.endswith(b"\n")
+    root = ET.fromstring(body)
+    assert root.tag == "testsuites"
+    assert root.attrib == {"tests": "4", "failures": "1"}
+    (suite,) = list(root)
+    assert suite.tag == "testsuite"
+    assert suite.attrib == {
+        "name": "mindwatch compare",
+        "tests": "4",
+        "failures": "1",
+        "errors": "0",
+        "skipped": "1",
+    }
+    properties = suite.find("properties")
+    assert properties is not None
+    assert [(p.tag, p.attrib) for p in properties] == [
+        ("property", {"name": "run", "value": str(tmp_path / "run")}),
+        ("property", {"name": "baseline", "value": str(tmp_path / "b1")}),
+        ("property", {"name": "baseline", "value": str(tmp_path / "b2")}),
+    ]
+    cases = suite.findall("testcase")
+    assert [c.attrib for c in cases] == [
+        {"name": c.name, "classname": "mindwatch.compare", "time": "0"} for c in checks
+    ]
+    failed, passed, skipped, passed_too = ([(e.tag, e.attrib, e.text) for e in c] for c in cases)
+    summary = "baseline 2, run 2.5, limit 2.25; why"
+    assert failed == [("failure", {"message": summary, "type": "regression"}, summary)]
+    assert passed == [("system-out", {}, "baseline 1, run 1.01, limit 1.1; why")]
+    assert skipped == [("skipped", {"message": "no perf"}, None)]
+    assert passed_too == [("system-out", {}, "baseline 100, run 101, limit 110; why")]
+
+
+def test_a_missing_value_shows_as_a_dash_in_the_junit_summary(tmp_path: Path) -> None:
+    import pandas as pd
+
+    empty = pd.DataFrame({"tag": [], "step": [], "value": []})
+    check = _check("eval/acc", "ok", baseline=0.912345678, run=None, limit=0.8)
+    body = report_junit([check], RunData(tmp_path, empty, {}), [RunData(tmp_path, empty, {})])
+    out = ET.fromstring(body).find("testsuite/testcase/system-out")
+    assert out is not None
+    assert out.text == "baseline 0.91235, run -, limit 0.8; why"
+
+
+def test_check_names_are_translated_in_the_table_but_not_elsewhere() -> None:
+    from mindwatch.common.i18n import set_language
+
+    names = {
+        "final loss": "最终损失",
+        "loss at matched samples": "按样本数对齐的损失",
+        "loss at matched tokens": "按 token 数对齐的损失",
+        "throughput (samples_per_s)": "吞吐量 (samples_per_s)",
+        "step time (ms)": "单步耗时（毫秒）",
+        "eval/acc": "eval/acc",  # a tag is shown as logged
+    }
+    set_language("zh")
+    try:
+        assert {name: display_name(name) for name in names} == names
+        assert display_name("loss at matched step") != "loss at matched step"
+    finally:
+        set_language(None)
+    assert {name: display_name(name) for name in names} == {name: name for name in names}
+
+
+def test_a_folder_of_runs_lists_each_run_once_not_its_rank_sub_runs(tmp_path: Path) -> None:
+    # Two runs, each with per-rank sub-runs (rank_<r>/, as an msrun job leaves): the
+    # folder is a set of two baselines, not six.
+    import mindwatch
+    from mindwatch.events.writer import EventFileWriter
+
+    for name in ("a", "b"):
+        with mindwatch.Monitor(tmp_path / name, {"print_every": 0}) as mon:
+            for step in range(1, 21):
+                mon.log_scalars(step, {"train/loss": 1.0 / step})
+        for rank in (0, 1):
+            with EventFileWriter(tmp_path / name / f"rank_{rank}") as writer:
+                writer.add_scalar("train/loss", 1.0, 1)
+    runs = load_runs(tmp_path)
+    assert sorted(r.folder for r in runs) == [tmp_path / "a", tmp_path / "b"]
+    assert all(set(r.frame["run"]) == {r.folder.name} for r in runs)
