@@ -32,6 +32,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,8 @@ def group_of(item: pytest.Item) -> str | None:
     info = getattr(item, "_fixtureinfo", None)
     if module is None or info is None:
         return None
+    if "machine_to_itself" in info.names_closure:  # held for the module: one worker
+        return path
     for name in info.names_closure:
         for fixturedef in info.name2fixturedefs.get(name, ()):
             func = getattr(fixturedef, "func", None)
@@ -111,6 +114,15 @@ class _Worker:
             return seconds
 
         order = sorted(units, key=lambda key: (-length(key), key))  # the same on every worker
+        # A unit that has the machine to itself goes after the last unit that trains a
+        # model: started earlier, it would idle the other workers (their next tests
+        # wait for it); there, the light tests left keep them busy meanwhile.
+        alone = [key for key in order if "machine_to_itself" in units[key][0].fixturenames]
+        heavy = [i for i, key in enumerate(order) if key not in alone and _heavy(units[key][0])]
+        if alone and heavy:
+            rest = [key for key in order if key not in alone]
+            at = rest.index(order[heavy[-1]]) + 1
+            order = rest[:at] + alone + rest[at:]
         items[:] = [item for key in order for item in units[key]]
         groups = {item.nodeid: key for key in order for item in units[key] if key != item.nodeid}
         self.path.write_text(json.dumps(groups))
@@ -160,6 +172,73 @@ def _grouped_scheduling(config: pytest.Config, log: Any, folder: Path) -> Any:
 
 
 FOLDER_KEY = "mindwatch_schedule"
+
+# -- tests that measure speed have the suite's heavy jobs paused ----------------------
+#
+# ``mindwatch compare`` judges a run's throughput against the spread of five baseline
+# runs. On four workers, a baseline recorded while another worker's msrun job compiled
+# ran several times slower than the others, and the spread then hid a tenfold slowdown
+# (seen: a 6.6 times slower run passed). Tests that measure speed take the machine
+# for themselves (the ``machine_to_itself`` fixture, for their whole module); every test
+# of tests/mindspore and tests/mindformers (each trains a real model) takes a shared
+# hold, so none of them runs meanwhile: a reader-writer lock on two files of the
+# schedule's folder (flock), the first a turnstile so that a waiting writer is not
+# starved by readers arriving. Other tests go on. Without xdist there is nothing to do.
+
+_exclusive_held = False
+
+
+def _lock_files(config: pytest.Config) -> tuple[Path, Path] | None:
+    workerinput = getattr(config, "workerinput", None)
+    if not workerinput or FOLDER_KEY not in workerinput:
+        return None
+    folder = Path(workerinput[FOLDER_KEY])
+    return folder / "turnstile.lock", folder / "machine.lock"
+
+
+def _heavy(item: pytest.Item) -> bool:
+    return item.nodeid.startswith(("tests/mindspore/", "tests/mindformers/"))
+
+
+@pytest.fixture(scope="module")
+def machine_to_itself(request: pytest.FixtureRequest) -> Iterator[None]:
+    """For the module's tests, no other worker runs a test that trains a model."""
+    global _exclusive_held
+    files = _lock_files(request.config)
+    if files is None:
+        yield
+        return
+    import fcntl
+
+    with files[0].open("a") as turnstile, files[1].open("a") as machine:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # readers arriving from now on wait
+        fcntl.flock(machine, fcntl.LOCK_EX)  # ... for the running ones to finish
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        _exclusive_held = True
+        try:
+            yield
+        finally:
+            _exclusive_held = False
+            fcntl.flock(machine, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _machine_shared(request: pytest.FixtureRequest) -> Iterator[None]:
+    files = _lock_files(request.config)
+    if files is None or _exclusive_held or not _heavy(request.node):
+        yield
+        return
+    import fcntl
+
+    with files[0].open("a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # behind a writer that waits
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    with files[1].open("a") as machine:
+        fcntl.flock(machine, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(machine, fcntl.LOCK_UN)
 
 
 def pytest_configure(config: pytest.Config) -> None:

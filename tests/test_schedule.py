@@ -85,3 +85,66 @@ def test_the_longest_test_starts_first(tmp_path: Path) -> None:
 def test_plain_xdist_load_and_loadgroup_are_both_grouped(tmp_path: Path) -> None:
     log = run(tmp_path, "-n", "2", "--dist", "loadgroup")
     assert [what for what, _ in log].count("job") == 1
+
+
+TRAINS = """
+import json, os, time
+from pathlib import Path
+import pytest
+
+LOG = Path(__file__).parents[2] / "spans.jsonl"  # the folder holds no package
+
+def span(name, *, hold=0.5):
+    start = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process here
+    time.sleep(hold)
+    with LOG.open("a") as out:
+        out.write(json.dumps([name, start, time.monotonic()]) + "\\n")
+"""
+
+MEASURES = (
+    TRAINS
+    + """
+
+pytestmark = pytest.mark.usefixtures("machine_to_itself")
+
+@pytest.mark.parametrize("i", range(3))
+def test_measures(i):
+    span(f"measures {i}")
+"""
+)
+
+OTHERS = (
+    TRAINS
+    + """
+
+@pytest.mark.parametrize("i", range(8))
+def test_trains(i):
+    span(f"trains {i}", hold=0.2)
+"""
+)
+
+
+def test_a_test_that_measures_speed_never_overlaps_one_that_trains(tmp_path: Path) -> None:
+    """Spans are compared, not timed: no test under tests/mindspore/ runs while the
+    module that has the machine to itself runs its tests."""
+    folder = tmp_path / "tests" / "mindspore"
+    folder.mkdir(parents=True)
+    (folder / "test_measures.py").write_text(MEASURES)
+    (folder / "test_others.py").write_text(OTHERS)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [sys.executable, "-m", "pytest", "-p", "tests.schedule", "-q", "-p"]
+    command += ["no:cacheprovider", "--rootdir", str(tmp_path), "-n", "3", "tests"]
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    spans = [json.loads(line) for line in (tmp_path / "spans.jsonl").read_text().splitlines()]
+    measuring = [(a, b) for name, a, b in spans if name.startswith("measures")]
+    training = [(a, b) for name, a, b in spans if name.startswith("trains")]
+    assert len(measuring) == 3
+    assert len(training) == 8
+    first, last = min(a for a, _ in measuring), max(b for _, b in measuring)
+    assert all(b <= first or a >= last for a, b in training), (measuring, training)
