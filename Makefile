@@ -77,8 +77,12 @@ sysdeps:
 docs: $(DEV_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build
 
+# pytest on PYTEST_WORKERS processes (pytest-xdist; docs/install.md, "How the suite runs"):
+# the tests that share a job stay on one worker and the longest start first
+# (tests/schedule.py). PYTEST_WORKERS=0 runs them all in this one process.
+PYTEST_WORKERS ?= 4
 pytest: $(DEV_STAMP) sysdeps
-	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -ra -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: lint typecheck importlint docs pytest
 

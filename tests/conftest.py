@@ -26,7 +26,7 @@ os.environ.setdefault("GLOG_v", "3")
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-pytest_plugins = ["tests.ci_skips"]
+pytest_plugins = ["tests.ci_skips", "tests.schedule"]
 
 
 @pytest.fixture(autouse=True)

@@ -50,7 +50,9 @@ def test_expected_to_fail():
 }
 
 
-def run_pytest(tmp_path: Path, source: str, ci: str | None) -> subprocess.CompletedProcess[str]:
+def run_pytest(
+    tmp_path: Path, source: str, ci: str | None, *options: str
+) -> subprocess.CompletedProcess[str]:
     test = tmp_path / "test_case.py"
     test.write_text(source, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "CI"}
@@ -70,6 +72,7 @@ def run_pytest(tmp_path: Path, source: str, ci: str | None) -> subprocess.Comple
             "no:cacheprovider",
             "--rootdir",
             str(tmp_path),
+            *options,
             str(test),
         ],
         cwd=tmp_path,
@@ -80,11 +83,18 @@ def run_pytest(tmp_path: Path, source: str, ci: str | None) -> subprocess.Comple
     )
 
 
+# `make test` runs the suite on pytest-xdist workers (tests/schedule.py): a skip on a
+# worker must fail the run as it does in one process.
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "--dist", "loadgroup"]], ids=["1", "xdist"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_skip_fails_under_ci_and_names_its_reason(tmp_path: Path, case: str) -> None:
-    result = run_pytest(tmp_path, CASES[case], ci="true")
-    # 1: a failed test; 2: a collection error, which stops the whole run
-    assert result.returncode == (2 if case == "module" else 1), result.stdout + result.stderr
+def test_a_skip_fails_under_ci_and_names_its_reason(
+    tmp_path: Path, case: str, workers: list[str]
+) -> None:
+    result = run_pytest(tmp_path, CASES[case], "true", *workers)
+    # 1: a failed test; 2: a collection error, which stops the whole run (under xdist
+    # a worker's collection error is an error of the run: 1)
+    code = 2 if case == "module" and not workers else 1
+    assert result.returncode == code, result.stdout + result.stderr
     assert "skipped under CI='true'" in result.stdout, result.stdout
     reason = {
         "module": "mindwatch_no_such_package",

@@ -265,7 +265,11 @@ def test_run_name_gives_every_rank_rank_0s_folder(tmp_path: Path) -> None:
 def test_an_exception_on_one_rank_does_not_wait_for_the_others_at_close(
     tmp_path: Path,
 ) -> None:
-    group = LocalGroup(2, timeout=2.0)
+    # No timeout while both ranks open their monitors (they agree on the folder, however
+    # long a busy machine makes one of them take); then a short one, which only a final
+    # collective that rank 1 never joins (the bug) would wait for: it fails the test
+    # instead of hanging it.
+    group = LocalGroup(2)
     config = {**QUIET, "aggregate_every": 100}
     other: list[Monitor] = []  # rank 1 opens its Monitor too (they agree on the folder)
     opening = threading.Thread(
@@ -273,7 +277,9 @@ def test_an_exception_on_one_rank_does_not_wait_for_the_others_at_close(
     )
     opening.start()
     mon = Monitor(tmp_path, config, collective=group.member(0))
-    opening.join(30)
+    opening.join(120)
+    assert other, "rank 1's Monitor did not open"
+    group.timeout = 2.0
 
     def train() -> None:
         with mon:

@@ -5,6 +5,12 @@ installed here; 1.9 installs with MindSpore 2.9 into a venv of its own (3.4 GB, 
 minute from the package registry), built once in ``.venv-mindformers`` and reused.
 mindwatch goes in as an editable install without its ``mindspore`` extra, so it runs on
 the MindSpore MindFormers brought.
+
+Under pytest-xdist every worker has its own session, so several may reach the fixture at
+once: the build holds a file lock (``.venv-mindformers.lock``), and a worker that finds
+the venv being built waits for it and then uses it. The stamp is written last, so a build
+that was killed half-way is started again, never used. ``conftest.py`` at the top keeps
+the MindFormers tests on one worker (``--dist loadgroup``), so the others never wait.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).parents[2]
 VENV = ROOT / ".venv-mindformers"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".installed-mindformers-1.9.0"
+LOCK = ROOT / ".venv-mindformers.lock"
+BUILD_TIMEOUT = 1800.0  # two pip installs, each up to that; a lock held longer is a hang
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -29,10 +38,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def mindformers_python() -> Path:
-    if not STAMP.exists():
+    build()
+    return PYTHON
+
+
+def build() -> None:
+    """Build the venv unless a finished one is there (at most one process at a time)."""
+    if STAMP.exists():
+        return
+    with FileLock(str(LOCK), timeout=2 * BUILD_TIMEOUT):
+        if STAMP.exists():  # another worker built it while this one waited
+            return
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
         pip = [str(PYTHON), "-m", "pip", "install", "--quiet"]
-        subprocess.run([*pip, "mindformers==1.9.0", "mindspore==2.9.0"], check=True, timeout=1800)
-        subprocess.run([*pip, "-e", str(ROOT)], check=True, timeout=1800)  # no mindspore extra
+        subprocess.run(
+            [*pip, "mindformers==1.9.0", "mindspore==2.9.0"], check=True, timeout=BUILD_TIMEOUT
+        )
+        # no mindspore extra
+        subprocess.run([*pip, "-e", str(ROOT)], check=True, timeout=BUILD_TIMEOUT)
         STAMP.touch()
-    return PYTHON
