@@ -21,7 +21,7 @@ import mindwatch
 from mindwatch.metrics.smoothing import ema
 from mindwatch.mindspore import TrainingMonitor
 from mindwatch.mindspore.demo import follow_rank0, make_dataset, make_network
-from mindwatch.mindspore.demo_summary import alert_lines, print_summary
+from mindwatch.mindspore.demo_summary import alert_lines, curve_lines, hardware_tags, print_summary
 from tests.mindspore.conftest import run_context
 
 MINDWATCH = str(Path(sys.executable).with_name("mindwatch"))
@@ -238,3 +238,35 @@ def test_demo_with_two_workers_prints_rank_0_in_order_without_mindspore_logs(
     worker0 = (logs / "worker_0.log").read_text()
     assert "[mindwatch] step 60/60" in worker0
     assert "[mindwatch]" not in (logs / "worker_1.log").read_text()  # rank 1 prints nothing
+
+
+TRAINING = ["eval/loss", "layers/a", "perf/step_time_ms", "train/grad_norm", "train/loss"]
+HW = ["hw/cpu_percent", "hw/rss_mb"]
+
+
+@pytest.mark.parametrize("world", [1, 3, 8])
+def test_hardware_curves_are_counted_apart_from_training_ones(world: int) -> None:
+    """The first line is the same whether or not the run lasted one hardware period."""
+    ranks = [f"ranks/loss_{end}" for end in ("min", "max", "mean", "std", "argmax")]
+    hw_ranks = [f"ranks/{n}_{e}" for n in ("cpu_percent", "rss_mb") for e in ("min", "max")]
+    hw_ranks += [f"ranks/{n}_{e}" for n in ("cpu_percent", "rss_mb") for e in ("mean", "std")]
+    hw_ranks += ["ranks/cpu_percent_argmax", "ranks/rss_mb_argmax"]
+    spread = ranks if world > 1 else []
+    without = curve_lines(sorted(TRAINING + spread), samples=0)
+    with_hw = curve_lines(sorted(TRAINING + spread + HW + (hw_ranks if world > 1 else [])), 3)
+    assert without[0] == with_hw[0]
+    expected = "layers/ 1, ranks/ 5" if world > 1 else "layers/ 1"
+    assert with_hw[0] == f"{len(TRAINING + spread)} curves: train/ 2, eval/ 1, perf/ 1, {expected}"
+    assert without[1].startswith("hardware: no sample in a run this short")
+    if world > 1:
+        assert with_hw[1] == "hardware: 12 curves (ranks/ 10, hw/ 2), 3 samples"
+    else:
+        assert with_hw[1] == "hardware: 2 curves (hw/ 2), 3 samples"
+    assert curve_lines(sorted(TRAINING + HW), 1)[1] == "hardware: 2 curves (hw/ 2), 1 sample"
+
+
+def test_a_spread_of_a_training_curve_named_like_hardware_stays_training() -> None:
+    """Only spreads of a logged hw/ curve are hardware: ranks/rss_mb_max of a user's own
+    train/rss_mb is not, when no hw/rss_mb was sampled."""
+    tags = ["ranks/rss_mb_max", "train/rss_mb", "hw/cpu_percent"]
+    assert hardware_tags(tags) == ["hw/cpu_percent"]

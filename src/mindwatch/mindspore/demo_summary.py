@@ -16,15 +16,23 @@ from typing import Any, Optional
 
 import numpy as np
 
+from mindwatch.aggregate.reductions import spread_tags
 from mindwatch.alerts.model import severity_label
 from mindwatch.alerts.reading import read_alerts
-from mindwatch.common.i18n import _
+from mindwatch.common.i18n import _, ngettext
 from mindwatch.common.invocation import command_line
 from mindwatch.metrics.smoothing import DEFAULT_WEIGHT, ema
 from mindwatch.run.layout import ALERTS_FILE
 from mindwatch.run.record import read_run_info
 
-__all__ = ["alert_lines", "print_summary", "say", "step_time_line"]
+__all__ = [
+    "alert_lines",
+    "curve_lines",
+    "hardware_tags",
+    "print_summary",
+    "say",
+    "step_time_line",
+]
 
 WIDTH = 80  # the demo's own lines are wrapped to fit a standard terminal
 
@@ -60,13 +68,47 @@ def step_time_line(points: list[tuple[int, float]]) -> Optional[str]:
     ).format(median=float(np.median(rest)), mean=float(np.mean(rest)), step=first_step, first=first)
 
 
-def _curve_groups(tags: list[str]) -> str:
-    """``20 curves: train/ 5, eval/ 1, perf/ 6, layers/ 8``."""
+def _groups(tags: list[str]) -> str:
     groups = Counter(tag.split("/", 1)[0] for tag in tags)
-    first = [g for g in ("train", "eval", "perf", "layers", "ranks") if g in groups]
+    first = [g for g in ("train", "eval", "perf", "layers", "ranks", "hw") if g in groups]
     order = first + sorted(set(groups) - set(first))
-    listed = ", ".join(f"{g}/ {groups[g]}" for g in order)
-    return _("{count} curves: {groups}").format(count=len(tags), groups=listed)
+    return ", ".join(f"{g}/ {groups[g]}" for g in order)
+
+
+def hardware_tags(tags: list[str]) -> list[str]:
+    """The hardware curves among ``tags``: ``hw/...`` and their spread across ranks
+    (``ranks/<name>_min`` ... ``_argmax`` of a ``hw/<name>``)."""
+    names = {tag.split("/", 1)[1] for tag in tags if tag.startswith("hw/")}
+    spreads = {spread for name in names for spread in spread_tags(f"hw/{name}")}
+    return [tag for tag in tags if tag.startswith("hw/") or tag in spreads]
+
+
+def curve_lines(tags: list[str], samples: int) -> list[str]:
+    """``20 curves: train/ 5, eval/ 1, perf/ 6, layers/ 8`` and the hardware line.
+
+    The hardware curves are counted on a line of their own: whether a run has any
+    depends on its length against ``hardware.period_s`` (the first sample comes one
+    period after the start), not on the training, so the first line of two runs of the
+    same job is the same on a fast machine and on a busy one."""
+    hardware = hardware_tags(tags)
+    training = [tag for tag in tags if tag not in set(hardware)]
+    lines = [_("{count} curves: {groups}").format(count=len(training), groups=_groups(training))]
+    if hardware:
+        lines.append(
+            ngettext(
+                "hardware: {count} curves ({groups}), {samples} sample",
+                "hardware: {count} curves ({groups}), {samples} samples",
+                samples,
+            ).format(count=len(hardware), groups=_groups(hardware), samples=samples)
+        )
+    else:
+        lines.append(
+            _(
+                "hardware: no sample in a run this short (the first comes one "
+                "hardware.period_s after the start, 5 s by default)"
+            )
+        )
+    return lines
 
 
 def alert_lines(alerts: list[dict[str, Any]], shown: int = 3) -> list[str]:
@@ -138,7 +180,9 @@ def print_summary(run_dir: Path, root: Path, elapsed: float, world: int) -> None
     nonfinite = read_run_info(run_dir).nonfinite
     if nonfinite:
         say(_("non-finite values: {values}").format(values=nonfinite), indent="  ")
-    say(_curve_groups(sorted(tags)), indent="  ")
+    samples = max((len(points(tag)) for tag in hardware_tags(tags)), default=0)
+    for line in curve_lines(sorted(tags), samples):
+        say(line, indent="  ")
     if world > 1:
         ranks = [f"rank_{r}/" for r in range(world) if (run_dir / f"rank_{r}").is_dir()]
         say(
