@@ -126,7 +126,11 @@ class StragglerSettings(RuleSettings):
         ge=2,
         le=10_000,
         description="Steps per measurement: each rank keeps this many data waits and "
-        "writes their median (the score is judged once per interval).",
+        "writes their median (the score is judged once per interval). Below about 8, "
+        "a pause of every rank (a busy host) lets a slow pipeline refill its prefetch "
+        "buffer (16 batches by default), and the 20-odd steps that then wait for "
+        "nothing are more healthy intervals than an episode tolerates: the warning "
+        "comes late or not at all.",
     )
     threshold: float = Field(
         default=0.4,
