@@ -316,21 +316,27 @@ def test_a_chinese_alert_reaches_dingtalk_feishu_and_wecom(
     headline = "[mindwatch] 严重 nonfinite：train/loss 为 NaN"
     where = f"运行 exp，第 3 步，rank 0（{socket.gethostname()}）"
     check = "请检查：输入批次中有 NaN 或 Inf（检查这一步的数据）；"
+    # A loop of its own handed the flight recorder no per-layer norms: said, with the fix.
+    moved = (
+        "没有记录逐层梯度范数，因此无法指出是哪一层：没有代码把它们交给飞行记录器；在自己的训练循环中，"
+        "先调用一次 monitor.flight_recorder.set_layers(names)，再在每一步调用 "
+        "monitor.flight_recorder.add_layers(step, squared_norms)（docs/forensics.md）。"
+    )
 
     ding = posts["robot"]
     assert set(ding) == {"msgtype", "markdown"}
     assert ding["msgtype"] == "markdown"
     assert ding["markdown"]["title"] == "mindwatch 严重：nonfinite"
     text = ding["markdown"]["text"].split("\n\n")
-    assert text[:2] == [f"### {headline}", f"- {where}"]
-    assert text[2].startswith(f"- {check}")
+    assert text[:3] == [f"### {headline}", f"- {where}", f"- {moved}"]
+    assert text[3].startswith(f"- {check}")
 
     feishu = posts["open-apis"]
     assert set(feishu) == {"msg_type", "content"}
     assert feishu["msg_type"] == "text"
     lines = feishu["content"]["text"].split("\n")
-    assert lines[:2] == [headline, where]
-    assert lines[2].startswith(check)
+    assert lines[:3] == [headline, where, moved]
+    assert lines[3].startswith(check)
 
     wecom = posts["cgi-bin"]
     assert set(wecom) == {"msgtype", "markdown"}

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +85,53 @@ def test_a_bad_batch_is_explained_in_mindformers_parameter_names(
         assert mover["value"] == pytest.approx(norm, rel=1e-5), mover
         base = [math.sqrt(spy[s]["local_norm"][j]) for s in range(1, SPIKE - judged + 1)]
         assert mover["baseline"] == pytest.approx(statistics.median(base), rel=1e-5), mover
+
+
+def test_without_local_norm_the_alert_says_no_layer_was_recorded_and_how(
+    tmp_path: Path, mindformers_python: Path
+) -> None:
+    """The same bad batch with MindFormers' default ``local_norm: False``: mindwatch does
+    not switch it on behind the YAML's back (docs/forensics.md, "With MindFormers"), so
+    the alert's forensics and ``mindwatch explain`` say that no layer was recorded and
+    which YAML line records them, instead of "no layer departed"."""
+    job = run_job(
+        tmp_path,
+        mindformers_python,
+        local_norm=False,
+        mindformers_tensorboard=False,
+        steps=STEPS,
+        spike=SPIKE,
+        learning_rate=1e-2,
+    )
+    assert_no_error_lines(job)
+    assert all("local_norm" not in row for row in job.spy)  # the cell returned 5 outputs
+    run_folder = job.out / "output" / "mindwatch"
+    explained = [(n, a) for n, a in enumerate(_alerts(run_folder), start=1) if "forensics" in a]
+    assert [(a["rule"], a["step"]) for _, a in explained][:1] == [("spike", SPIKE)], explained
+    number, alert = explained[0]
+    forensics = alert["forensics"]
+    note = (
+        "Per-layer gradient norms were not recorded, so no layer can be named: MindFormers' "
+        "train cell returns them only with runner_wrapper: {local_norm: True} in the "
+        "training YAML (docs/forensics.md)."
+    )
+    info = forensics["layer_norms"]
+    assert (info["recorded"], info["why"], info["note"]) == (False, "mindformers", note)
+    assert info["cell"] in ("MFTrainOneStepCell", "CPUTrainOneStepCell"), info
+    assert "first_mover" not in forensics
+    assert all(m["kind"] == "scalar" for m in forensics["movers"]), forensics
+    assert forensics["loss_onset"] == SPIKE
+    command = [str(mindformers_python), "-m", "mindwatch", "explain", str(run_folder)]
+    done = subprocess.run(
+        [*command, "--alert", str(number)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200", "LANGUAGE": "en"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = " ".join(done.stdout.split())
+    assert "No layer was recorded; " in text, text
+    assert note in text, text
+    assert "No layer departed" not in text

@@ -44,7 +44,11 @@ class Recorder(ms.train.Callback):  # type: ignore[misc]
         loss = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
         self.steps.append(int(cb.cur_step_num))
         self.losses.append(float(loss.asnumpy()))
-        if isinstance(outputs, (tuple, list)) and len(outputs) == 2:
+        # (loss, grad_norm[, squared_norms]) from mindwatch's cell, whose grad norm is
+        # second; not a loss-scale cell's (loss, overflow, loss_scale).
+        if isinstance(outputs, (tuple, list)) and (
+            len(outputs) == 2 or (len(outputs) == 3 and outputs[2].ndim == 1)
+        ):
             self.grad_norms.append(float(outputs[1].asnumpy()))
 
 

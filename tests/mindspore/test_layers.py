@@ -104,10 +104,43 @@ def test_grad_norms_need_the_layer_norms_cell(
     monitor = TrainingMonitor(logdir=tmp_path, config={"print_every": 0, "layer_norms_every": 5})
     with caplog.at_level(logging.WARNING, logger="mindwatch"):
         model.train(1, make_dataset(10 * BATCH, BATCH, 0), callbacks=[monitor])
-    assert sum("layer_norms=True" in r.getMessage() for r in caplog.records) == 1
+    said = [r.getMessage() for r in caplog.records if "layers/grad_norm needs" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "TrainOneStepWithGradNormCell(loss_net, optimizer) (by default; not with " in said[0]
     tags = scalars(tmp_path)
     assert "layers/param_norm/0.weight" in tags
     assert not any(t.startswith("layers/grad_norm") for t in tags)
+
+
+@pytest.mark.parametrize("layer_norms", [None, True, False])
+def test_grad_norm_curves_every_step_only_when_asked(layer_norms: Any, tmp_path: Path) -> None:
+    """The cell returns the squared norms by default (for the flight recorder) but their
+    curves, one per parameter, are written every step only when asked for
+    (``layer_norms=True``); ``layer_norms_every`` writes them from the default cell."""
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_seed(4)
+    net = make_network()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.Momentum(net.trainable_params(), 0.05, 0.9)
+    kwargs = {} if layer_norms is None else {"layer_norms": layer_norms}
+    cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt, **kwargs)
+    for every in (None, 4):
+        folder = tmp_path / f"every-{every}"
+        config = {"print_every": 0, "layer_norms_every": every, "layer_norms_of": ["gradients"]}
+        monitor = TrainingMonitor(logdir=folder, config=config)
+        Model(cell).train(1, make_dataset(12 * BATCH, BATCH, 0), callbacks=[monitor])
+        read = scalars(folder)
+        steps = {tuple(s for s, _ in v) for t, v in read.items() if t.startswith("layers/")}
+        if layer_norms is False:
+            assert steps == set(), steps  # no norms: nothing to write
+        elif every == 4:
+            assert steps == {(4, 8, 12)}, steps
+        elif layer_norms:
+            assert steps == {tuple(range(1, 13))}, steps
+        else:
+            assert steps == set(), steps  # returned by default, not drawn unasked
+        grads = [t for t in read if t.startswith("layers/grad_norm/")]
+        assert len(grads) == (0 if not steps else len(net.trainable_params()))
 
 
 def test_adam_moment_norms(tmp_path: Path) -> None:

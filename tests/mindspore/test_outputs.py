@@ -59,9 +59,31 @@ def test_each_cell_gets_the_first_row_that_matches() -> None:
         assert layout.cell.name == name
         assert layout.lr_from_outputs is (name == "mindformers")
         assert layout.provides_squared_norms(cell) is (name in ("grad_norm", "mindformers"))
-    # Without their flag the same cells return no squared norms.
-    plain = TrainOneStepWithGradNormCell(loss_net, opt)
-    assert not output_layout(plain).provides_squared_norms(plain)
+    # mindwatch's cell returns them by default; asked for (True), its curves are meant
+    # too; opted out (False) it returns none. Each row says why it may give none.
+    default = TrainOneStepWithGradNormCell(loss_net, opt)
+    asked = cells["grad_norm"]
+    opted_out = TrainOneStepWithGradNormCell(loss_net, opt, layer_norms=False)
+    layout = output_layout(default)
+    assert [layout.provides_squared_norms(c) for c in (default, asked, opted_out)] == [
+        True,
+        True,
+        False,
+    ]
+    assert [layout.asks_layer_curves(c) for c in (default, asked, opted_out)] == [
+        False,
+        True,
+        False,
+    ]
+    mf = output_layout(cells["mindformers"])
+    assert mf.asks_layer_curves(cells["mindformers"])  # local_norm: True is asking
+    reasons = {row.name: row.no_layer_norms for row in LAYOUTS}
+    assert reasons == {
+        "grad_norm": "opt_out",
+        "mindformers": "mindformers",
+        "loss_scale": "cell",
+        "loss": "cell",
+    }
     assert output_layout(object()).cell.name == "loss"  # the last row takes any cell
 
 

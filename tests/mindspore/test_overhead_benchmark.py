@@ -68,3 +68,34 @@ def test_the_overhead_benchmark_prints_the_flight_recorder_on_and_off() -> None:
     # both calls were timed: the recorder really got the norms and the scalars
     assert "add_layers" in calls
     assert "add_scalars" in calls
+
+
+def test_the_layer_norms_benchmark_prints_off_on_and_plain_side_by_side() -> None:
+    """``benchmarks/layer_norms.py`` in both modes: its three tables hold one row per mode
+    and model with the three settings side by side (MindSpore's ``TrainOneStepCell``,
+    ``layer_norms=False``, the default), and the script itself checks that the cells
+    returned 1, 2 and 3 outputs (it exits non-zero otherwise)."""
+    script = SCRIPT.with_name("layer_norms.py")
+    args = ["--models", "mlp", "--rounds", "2", "--steps", "6", "--processes", "1"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "GLOG_v": "3"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.startswith("mode ")]
+    assert len(heads) == 3, done.stdout  # step, first step, peak RSS
+    for head in heads:
+        rows = [line.split()[:2] for line in lines[head + 1 : head + 3]]
+        assert rows == [["graph", "mlp:"], ["pynative", "mlp:"]], done.stdout
+    assert "wall on/off (p25-p75)" in lines[heads[0]]
+    assert "CPU on/off (p25-p75)" in lines[heads[0]]
+    assert "wall on/plain (p25-p75)" in lines[heads[0]]
+    for head in heads:  # the three settings' columns, in one table
+        assert lines[head].split()[3:6] == ["plain", "off", "on"], lines[head]
+    assert "on/plain" in lines[heads[1]]
+    assert "on-plain" in lines[heads[2]]

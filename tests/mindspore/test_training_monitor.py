@@ -67,8 +67,13 @@ def test_grad_norm_is_the_global_norm_of_the_gradients(mode: str) -> None:
     expected = float(
         np.sqrt(sum(float((g.asnumpy().astype(np.float64) ** 2).sum()) for g in grads))
     )
-    _, grad_norm = cell(x, y)
+    _, grad_norm, squares = cell(x, y)
     assert float(grad_norm.asnumpy()) == pytest.approx(expected, rel=1e-5)
+    # By default the cell also returns the terms of that norm: each gradient's sum of
+    # squares, in the order of its weights.
+    each = [float((g.asnumpy().astype(np.float64) ** 2).sum()) for g in grads]
+    assert squares.shape == (len(cell.weights),)
+    assert squares.asnumpy().tolist() == pytest.approx(each, rel=1e-5)
 
 
 def test_clipping_bounds_the_update_and_reports_the_unclipped_norm(mode: str) -> None:
@@ -78,7 +83,7 @@ def test_clipping_bounds_the_update_and_reports_the_unclipped_norm(mode: str) ->
     opt = nn.SGD(net.trainable_params(), learning_rate=1.0)
     cell = TrainOneStepWithGradNormCell(nn.WithLossCell(net, loss), opt, clip_grad_norm=0.01)
     before = [p.asnumpy().copy() for p in net.trainable_params()]
-    _, grad_norm = cell(*(ms.Tensor(a) for a in _batch()))
+    grad_norm = cell(*(ms.Tensor(a) for a in _batch()))[1]
     after = [p.asnumpy() for p in net.trainable_params()]
     step_norm = np.sqrt(sum(float(((a - b) ** 2).sum()) for a, b in zip(after, before)))
     assert float(grad_norm.asnumpy()) > 0.01

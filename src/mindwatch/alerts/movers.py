@@ -5,7 +5,10 @@ and ``mindwatch explain`` (:mod:`mindwatch.tools.explain`).
 The summary is the ``forensics`` object of an ``alerts.jsonl`` line: ``first_mover``
 is a mover (``name``, ``onset``, ``z``, ``rank``...) with ``lead_steps``, the steps from
 its onset to the loss's (``loss_onset``), or to the alert's step when the loss never
-departed.
+departed. ``layer_norms`` (``recorded`` false, ``why``, ``cell``, ``note``) says that no
+per-parameter norm was recorded: then no layer *can* have departed, and every reader
+says so, with how to record them (:func:`no_layers_note`), instead of "no layer
+departed".
 """
 
 from __future__ import annotations
@@ -13,9 +16,38 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from mindwatch.common.i18n import _, ngettext
+from mindwatch.common.i18n import N_, _, ngettext
 
-__all__ = ["first_mover_head", "first_mover_line", "only_nonfinite", "score"]
+__all__ = [
+    "first_mover_head",
+    "first_mover_line",
+    "layers_missing",
+    "no_layers_note",
+    "only_nonfinite",
+    "score",
+]
+
+# Why the flight recorder got no per-parameter norms, and how to give it them.
+_NO_LAYERS_FIX = {
+    "opt_out": N_(
+        "the train cell was built with layer_norms=False; leave layer_norms at its "
+        "default to record them"
+    ),
+    "cell": N_(
+        "the train cell ({cell}) returns none; train with "
+        "mindwatch.mindspore.build_model(net, loss_fn, optimizer) or "
+        "TrainOneStepWithGradNormCell(loss_net, optimizer), which return them by default"
+    ),
+    "mindformers": N_(
+        "MindFormers' train cell returns them only with runner_wrapper: "
+        "{{local_norm: True}} in the training YAML"
+    ),
+    "loop": N_(
+        "nothing handed them to the flight recorder; in a loop of your own, call "
+        "monitor.flight_recorder.set_layers(names) once and "
+        "monitor.flight_recorder.add_layers(step, squared_norms) every step"
+    ),
+}
 
 
 def score(value: Any) -> str:
@@ -73,11 +105,36 @@ def only_nonfinite(first: dict[str, Any], nonfinite: Any) -> bool:
     return isinstance(onset, int) and isinstance(step, int) and onset >= step
 
 
-def first_mover_line(forensics: Any) -> Optional[str]:
-    """The notifiers' line about an alert's forensics summary, or None without a first
-    mover or a non-finite gradient to name."""
+def layers_missing(forensics: Any) -> Optional[dict[str, Any]]:
+    """The ``layer_norms`` of a forensics summary or analysis when it says that no
+    per-parameter norm was recorded, else None."""
     if not isinstance(forensics, dict):
         return None
+    info = forensics.get("layer_norms")
+    if isinstance(info, dict) and info.get("recorded") is False:
+        return info
+    return None
+
+
+def no_layers_note(info: dict[str, Any]) -> str:
+    """That no layer was recorded, and how to record them, for ``layer_norms``'s
+    ``why`` (an unknown one: the loop's fix) and ``cell``."""
+    fix = _NO_LAYERS_FIX.get(str(info.get("why")), _NO_LAYERS_FIX["loop"])
+    cell = info.get("cell") or "?"
+    return _(
+        "Per-layer gradient norms were not recorded, so no layer can be named: {fix} "
+        "(docs/forensics.md)."
+    ).format(fix=_(fix).format(cell=cell))
+
+
+def first_mover_line(forensics: Any) -> Optional[str]:
+    """The notifiers' line about an alert's forensics summary, or None without a first
+    mover, a non-finite gradient or missing per-layer norms to tell."""
+    if not isinstance(forensics, dict):
+        return None
+    missing = layers_missing(forensics)
+    if missing is not None:
+        return no_layers_note(missing)
     parts = []
     first = forensics.get("first_mover")
     nonfinite = forensics.get("nonfinite")

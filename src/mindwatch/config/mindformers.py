@@ -72,7 +72,7 @@ _TENSORBOARD_NOTES = {
 # MindFormers, step_interval paces only these (TrainingStateMonitor), not the loss curve.
 _INTERVAL = object()  # "every step_interval steps"
 _FORMAT_KEYS: dict[str, dict[str, Any]] = {
-    # per-parameter gradient norms: nearly free with TrainOneStepWithGradNormCell(layer_norms=True)
+    # per-parameter gradient norms: nearly free with a cell that returns them (local_norm)
     "local_norm_format": {"layer_norms_every": _INTERVAL, "layer_norms_of": ["gradients"]},
     "weight_state_format": {"param_norm_every": _INTERVAL},  # train/param_norm
     "optimizer_state_format": {

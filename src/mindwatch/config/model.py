@@ -188,14 +188,16 @@ class MonitorConfig(Settings):
         ge=1,
         description="Every this many steps, write layers/param_norm/<param> for the chosen "
         "parameters, and layers/grad_norm/<param> when the train cell returns them "
-        "(TrainOneStepWithGradNormCell(layer_norms=True), MindFormers' local_norm=True). "
-        "Other steps do no extra work. None: off, except that such a train cell's "
-        "gradient norms are written every step.",
+        "(TrainOneStepWithGradNormCell and build_model by default, MindFormers' "
+        "local_norm=True). Other steps do no extra work. None: off, except that the "
+        "gradient norms of a train cell built asking for them "
+        "(TrainOneStepWithGradNormCell(layer_norms=True), local_norm=True) are written "
+        "every step.",
     )
     layer_norms_of: list[HistogramKind] = Field(
         default_factory=lambda: list(_HISTOGRAM_KINDS),
         description="What layer_norms_every writes: 'gradients' (layers/grad_norm/<param>, "
-        "nearly free with TrainOneStepWithGradNormCell(layer_norms=True)) and/or "
+        "nearly free with TrainOneStepWithGradNormCell, which returns them) and/or "
         "'parameters' (layers/param_norm/<param>, a host copy of each chosen parameter).",
     )
     optimizer_state_norms: bool = Field(

@@ -249,7 +249,9 @@ def analyse(
 ) -> dict[str, Any]:
     """The forensics of an alert at ``step``: first movers, the first non-finite
     gradient, the batch (rank, step, batch index, sample ids), and the heat of the
-    layers around the alert (for the report's heatmap)."""
+    layers around the alert (for the report's heatmap); ``layer_norms`` (``recorded``
+    false, ``why``, ``cell``) when the window has no per-parameter norms because none
+    were recorded (``Window.layers_missing``)."""
     scored, judged = _scored(window, step, lookback)
     ranked = _movers(window, scored, z, rank, direction)
     loss = next((m for m in ranked if m.name == "loss"), None)
@@ -263,6 +265,8 @@ def analyse(
         "loss_onset": loss.onset if loss is not None else None,
         "movers": [m.to_json() for m in ranked],
     }
+    if window.layers_missing is not None:  # "no layer departed" would not be true
+        out["layer_norms"] = {"recorded": False, **window.layers_missing}
     first = next((m for m in ranked if m.kind == "layer"), None)
     if first is not None:
         lead = loss.onset if loss is not None else step

@@ -2,9 +2,12 @@
 
 Per step it holds the values the rules already see (the loss, learning rate, loss scale,
 global gradient norm, any ``max_attention_logit`` series), the per-parameter squared
-gradient norms the train cell returns (mindwatch's ``TrainOneStepWithGradNormCell``
-with ``layer_norms=True``, MindFormers' cells with ``local_norm``), the batch's sample
-ids, and the ids of the samples whose inputs were not finite. Nothing is written per
+gradient norms the train cell returns (mindwatch's ``TrainOneStepWithGradNormCell`` and
+``build_model`` by default, MindFormers' cells with ``local_norm``), the batch's sample
+ids, and the ids of the samples whose inputs were not finite. When nothing gives it the
+per-parameter norms, it knows why (:attr:`FlightRecorder.layers_missing`), so an alert
+can say that no layer was recorded, and how to record them, instead of "no layer
+departed". Nothing is written per
 step: on an alert, :meth:`window` hands the analysis (:mod:`mindwatch.forensics.analysis`)
 a copy of the steps up to the alert.
 
@@ -71,7 +74,9 @@ class Window:
     ``scalars_logged[name]`` and ``layers_logged`` (same shapes) are True where a value
     was recorded: they tell a step without a value (a series logged every other step, a
     step whose cell output held no norms) from a value that is NaN. A series missing
-    from ``scalars_logged`` (or ``layers_logged`` None) counts as recorded at every step."""
+    from ``scalars_logged`` (or ``layers_logged`` None) counts as recorded at every step.
+    ``layers_missing``: why no per-parameter norms were recorded (see
+    :attr:`FlightRecorder.layers_missing`), None when they were."""
 
     steps: list[int]
     scalars: dict[str, np.ndarray[Any, Any]]
@@ -82,6 +87,7 @@ class Window:
     layers_nonfinite: dict[int, list[int]] = field(default_factory=dict)
     scalars_logged: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict)
     layers_logged: Optional[np.ndarray[Any, Any]] = None
+    layers_missing: Optional[dict[str, str]] = None
 
     def index(self, step: int) -> Optional[int]:
         """The row of ``step``, or None."""
@@ -96,6 +102,11 @@ class FlightRecorder:
 
     Args:
         capacity: steps kept (the ``alerts.forensics.window`` setting).
+
+    ``layers_missing`` is None once :meth:`set_layers` named the parameters; before,
+    ``{"why": "loop"}`` (nothing handed it any: a loop of the user's own), or what
+    :meth:`no_layers` said (``{"why": ..., "cell": ...}``: the MindSpore adapter, for a
+    train cell that returns none).
     """
 
     def __init__(self, capacity: int) -> None:
@@ -105,6 +116,7 @@ class FlightRecorder:
         self._ids: deque[tuple[int, list[Any]]] = deque(maxlen=self.capacity)
         self._bad: deque[tuple[int, list[Any]]] = deque(maxlen=self.capacity)
         self.layer_names: list[str] = []
+        self.layers_missing: Optional[dict[str, str]] = {"why": "loop"}
         self._to_array: Callable[[Any], Optional[np.ndarray[Any, Any]]] = _as_array
 
     def set_layers(
@@ -115,8 +127,17 @@ class FlightRecorder:
         """The parameters the squared norms are of, in the cell's order, and how to turn
         one recorded vector (a framework tensor) into a flat float64 array."""
         self.layer_names = list(names)
+        if self.layer_names:
+            self.layers_missing = None
         if to_array is not None:
             self._to_array = to_array
+
+    def no_layers(self, why: str, cell: str = "") -> None:
+        """No per-parameter norms will come, and why: ``why`` one of the reasons
+        :func:`mindwatch.alerts.movers.no_layers_note` words (``opt_out``, ``cell``,
+        ``mindformers``, ``loop``), ``cell`` the train cell's class name."""
+        self.layer_names = []
+        self.layers_missing = {"why": why, "cell": cell}
 
     def add_layers(self, step: int, squares: Any) -> None:
         """Training thread: the step's squared gradient norms, as the cell returned them."""
@@ -173,6 +194,7 @@ class FlightRecorder:
                 matrix_logged[row[s], : data.size] = True
         ids = {s: v for s, v in self._ids.copy() if s <= until}
         bad_ids = {s: v for s, v in self._bad.copy() if s <= until}
+        missing = dict(self.layers_missing) if self.layers_missing is not None else None
         return Window(
             steps,
             series,
@@ -183,6 +205,7 @@ class FlightRecorder:
             broken,
             scalars_logged=logged,
             layers_logged=matrix_logged,
+            layers_missing=missing,
         )
 
 

@@ -9,7 +9,8 @@ The callback only turns ``run_context`` into :class:`mindwatch.Monitor` calls; t
 Monitor does the rest off the training thread. What it reads each step:
 
 * **loss** from ``net_outputs``: a Tensor, or the first item of a tuple.
-  ``(loss, grad_norm)`` from :class:`TrainOneStepWithGradNormCell`,
+  ``(loss, grad_norm, squared_norms)`` from :class:`TrainOneStepWithGradNormCell`
+  (``(loss, grad_norm)`` with ``layer_norms=False``),
   ``(loss, overflow, loss_scale)`` from ``nn.TrainOneStepWithLossScaleCell`` and
   MindFormers' ``(loss, overflow, loss_scale, lr, global_norm[, local_norm, size])``
   are recognised by the train cell's class hierarchy (:mod:`mindwatch.mindspore.outputs`).
@@ -367,13 +368,17 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
 
     def _prepare_recorder(self, cb: Any, monitor: Monitor) -> None:
         """Name the per-parameter squared norms the train cell returns, in its order
-        (the order of its ``weights``: the gradients'), for the flight recorder."""
+        (the order of its ``weights``: the gradients'), for the flight recorder; or tell
+        it why there are none (its layout's reason), so alerts can say so."""
         recorder = monitor.flight_recorder
         train_network = cb.get("train_network")
-        if recorder is None or not self._layout.provides_squared_norms(train_network):
+        if recorder is None:
             return
-        weights = getattr(train_network, "weights", None) or ()
-        recorder.set_layers([p.name for p in weights], squared_norms_array)
+        if self._layout.provides_squared_norms(train_network):
+            weights = getattr(train_network, "weights", None) or ()
+            recorder.set_layers([p.name for p in weights], squared_norms_array)
+        if not recorder.layer_names:
+            recorder.no_layers(self._layout.cell.no_layer_norms, type(train_network).__name__)
         self._forensics_layers = bool(recorder.layer_names)
 
     def on_train_epoch_begin(self, run_context: Any) -> None:
@@ -381,12 +386,13 @@ class TrainingMonitor(Callback):  # type: ignore[misc]
             self._guarded("run folder", lambda: self._open_pending(run_context.original_args()))
 
     def _layer_recorder(self, train_network: Any) -> LayerRecorder:
-        """The per-layer recorder; a train cell that returns per-parameter gradient norms
-        every step (MindFormers' ``local_norm=True``, or ``TrainOneStepWithGradNormCell(
-        layer_norms=True)``) was asked for them: with ``layer_norms_every`` unset they
-        are written every step."""
+        """The per-layer recorder; a train cell built asking for per-parameter gradient
+        norms every step (MindFormers' ``local_norm=True``, or ``TrainOneStepWith
+        GradNormCell(layer_norms=True)``) means their curves: with ``layer_norms_every``
+        unset they are written every step. A cell that returns them by default (for the
+        flight recorder) does not: hundreds of curves a step are the user's choice."""
         config = self.config
-        if config.layer_norms_every is None and self._layout.provides_squared_norms(train_network):
+        if config.layer_norms_every is None and self._layout.asks_layer_curves(train_network):
             log.info(
                 "mindwatch: the train cell returns per-parameter gradient norms every step; "
                 "writing layers/grad_norm/<param> every step (set layer_norms_every to thin)"

@@ -3,14 +3,26 @@
 MindSpore's ``nn.TrainOneStepCell`` returns only the loss, so a callback cannot see the
 gradient norm, the most telling signal of a run going wrong (seed 000: a grad norm
 falling from 3.2 to 0.0008 exposed an all-zero attention mask). This cell is a drop-in
-replacement whose ``construct`` returns ``(loss, grad_norm)``; ``TrainingMonitor``
-recognises the pair and writes ``train/grad_norm``.
+replacement whose ``construct`` returns ``(loss, grad_norm, squared_norms)`` (below);
+``TrainingMonitor`` recognises them and writes ``train/grad_norm``.
 
 The norm is computed in-graph, after ``grad_reducer`` (so under data parallelism it is
 the norm of the all-reduced gradient every rank applies: one value for the whole job)
 and before optional clipping (so it shows what clipping had to deal with). It costs one
 fused square-sum per gradient and an ``AddN`` (about 0.2 ms per step on
 the demo's CPU MLP in GRAPH mode): no host sync of its own.
+
+By default the cell also returns those square sums, one per parameter, stacked into
+one vector: ``(loss, grad_norm, squared_norms)``. They are what the flight recorder
+(docs/forensics.md, on by default) needs to name the layer whose gradient moved first
+before an alert; without them it can name no layer, and every alert says so. Returning
+them adds one ``Stack`` of values the graph computes anyway and one output. What that
+costs per step, in the first step (GRAPH: the graph's compilation) and in memory,
+against ``layer_norms=False`` and MindSpore's ``nn.TrainOneStepCell``, is measured by
+``benchmarks/layer_norms.py``; the numbers, and why they make returning them the
+default, are in docs/forensics.md ("Returning the per-parameter norms").
+``layer_norms=False`` is the opt-out, for code that unpacks exactly ``(loss,
+grad_norm)`` from the cell's outputs.
 """
 
 from __future__ import annotations
@@ -63,11 +75,18 @@ class TrainOneStepWithGradNormCell(nn.TrainOneStepCell):  # type: ignore[misc]
             (clip by global norm, the rule of ``ops.clip_by_global_norm``) before the
             optimizer; the returned norm is the one before clipping.
         sens: loss scale for the backward pass, as in ``nn.TrainOneStepCell`` (None: none).
-        layer_norms: also return the squared norm of every gradient, in the order of
-            ``self.weights``, as one 1-d tensor: ``(loss, grad_norm, squared_norms)``.
-            They are the terms the global norm already sums, so the graph does no
-            extra arithmetic; ``TrainingMonitor`` reads them only on the steps that
-            record ``layers/grad_norm/<param>``.
+        layer_norms: whether ``construct`` also returns the squared norm of every
+            gradient, in the order of ``self.weights``, as one 1-d tensor: ``(loss,
+            grad_norm, squared_norms)``. They are the terms the global norm already
+            sums, so the graph does no extra arithmetic (cost: the module's notes).
+            ``None`` (the default): returned, for the flight recorder, which then names
+            the layer that moved first before an alert; ``TrainingMonitor`` writes
+            ``layers/grad_norm/<param>`` only every ``layer_norms_every`` steps.
+            ``True``: returned, and with ``layer_norms_every`` unset ``TrainingMonitor``
+            writes ``layers/grad_norm/<param>`` every step (what asking for them meant
+            before they were returned by default). ``False``: not returned (the
+            outputs are ``(loss, grad_norm)``); alerts then say that no layer was
+            recorded, and how to record them.
 
     Use with ``Model(TrainOneStepWithGradNormCell(loss_net, opt))`` (no ``loss_fn``).
     """
@@ -79,10 +98,14 @@ class TrainOneStepWithGradNormCell(nn.TrainOneStepCell):  # type: ignore[misc]
         *,
         clip_grad_norm: Optional[float] = None,
         sens: Optional[float] = 1.0,
-        layer_norms: bool = False,
+        layer_norms: Optional[bool] = None,
     ) -> None:
         super().__init__(network, optimizer, sens=sens)
-        self.layer_norms = bool(layer_norms)
+        asked = None if layer_norms is None else bool(layer_norms)
+        # Read by mindwatch.mindspore.outputs: whether the outputs hold the squared norms,
+        # and whether the user asked for them (their curves every step).
+        self.layer_norms = asked is not False
+        self.layer_norms_asked = asked is True
         if clip_grad_norm is not None and not float(clip_grad_norm) > 0:
             raise ValueError(f"clip_grad_norm must be > 0, got {clip_grad_norm!r}")
         self.hyper_map = ops.HyperMap()

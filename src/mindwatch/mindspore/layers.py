@@ -8,9 +8,9 @@ step pays one integer comparison per setting. What each recorded step costs:
   the chosen (all, for the global norm) parameters and a float64 norm on the host;
 * ``layers/grad_norm/<param>``: one copy of a vector of squared norms that the train
   cell returns every step anyway:
-  :class:`~mindwatch.mindspore.cells.TrainOneStepWithGradNormCell` (``layer_norms=
-  True``, the terms of the global norm) or MindFormers' cells (``local_norm=True``, this
-  rank's gradients before the gradient reducer);
+  :class:`~mindwatch.mindspore.cells.TrainOneStepWithGradNormCell` (by default, the
+  terms of the global norm; not with ``layer_norms=False``) or MindFormers' cells
+  (``local_norm=True``, this rank's gradients before the gradient reducer);
 * parameter histograms: a copy of each chosen parameter; bucketing runs on the writer's
   thread;
 * gradient histograms: one extra forward and backward pass of the step's batch (a small
@@ -205,9 +205,11 @@ class LayerRecorder:
         if squares is None:
             self._warn(
                 "grad_norm",
-                "layers/grad_norm needs a train cell that returns them: "
-                "TrainOneStepWithGradNormCell(..., layer_norms=True), or MindFormers' "
-                "runner_wrapper local_norm: True; only layers/param_norm is written",
+                "layers/grad_norm needs a train cell that returns them: mindwatch's "
+                "build_model(net, loss_fn, optimizer) or TrainOneStepWithGradNormCell("
+                "loss_net, optimizer) (by default; not with layer_norms=False), or "
+                "MindFormers' runner_wrapper local_norm: True; only layers/param_norm is "
+                "written",
             )
             return {}
         out = {}

@@ -52,7 +52,7 @@ def build_model(
     optimizer: Any = None,
     *,
     clip_grad_norm: Optional[float] = None,
-    layer_norms: bool = False,
+    layer_norms: Optional[bool] = None,
     **model_kwargs: Any,
 ) -> Any:
     """``mindspore.train.Model(network, loss_fn, optimizer, **model_kwargs)`` whose train
@@ -66,7 +66,11 @@ def build_model(
         model_kwargs: see ``network``.
         clip_grad_norm: also clip the gradients to this global norm (the norm written is
             the one before clipping).
-        layer_norms: also return each gradient's norm (``layers/grad_norm/<param>``).
+        layer_norms: as for :class:`~mindwatch.mindspore.cells.TrainOneStepWithGradNormCell`:
+            by default (None) the cell also returns each gradient's squared norm, which
+            the flight recorder keeps to name the layer that moved first before an
+            alert; True also writes ``layers/grad_norm/<param>`` every step (unless
+            ``layer_norms_every`` is set); False returns ``(loss, grad_norm)`` only.
 
     Where the replacement would not be the same training step (see the module's notes)
     MindSpore's own cell is kept with one warning; ``clip_grad_norm`` then raises, since

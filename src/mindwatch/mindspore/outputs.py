@@ -7,7 +7,8 @@ shape depends on the cell:
 train cell (or any subclass)           outputs
 =====================================  ===============================================
 ``nn.TrainOneStepCell``                ``loss``
-:class:`TrainOneStepWithGradNormCell`  ``(loss, grad_norm[, squared_norms])``
+:class:`TrainOneStepWithGradNormCell`  ``(loss, grad_norm, squared_norms)``; with
+                                       ``layer_norms=False``: ``(loss, grad_norm)``
 ``nn.TrainOneStepWithLossScaleCell``   ``(loss, overflow, loss_scale)``
 MindFormers' ``MFTrainOneStepCell``,   ``(loss, overflow, loss_scale, lr, global_norm)``
 ``MFPipelineWithLossScaleCell``        and, with ``local_norm=True``, two more:
@@ -108,11 +109,14 @@ class Slot:
 class SquaredNorms:
     """Where a cell returns one squared L2 norm per gradient: the output at ``index``
     when the cell returns at least ``outputs`` values; the cell's boolean attribute
-    ``flag`` says it was built to return them (every step)."""
+    ``flag`` says it was built to return them (every step), and ``asked`` (``flag`` when
+    empty) that the user asked for them, so their curves are written every step unless
+    ``layer_norms_every`` says otherwise."""
 
     index: int
     outputs: int
     flag: str
+    asked: str = ""
 
 
 def _no_divisor(train_network: Any) -> float:
@@ -126,8 +130,11 @@ class TrainCellLayout:
     The loss is always the first output (or the whole output, when it is no tuple).
     ``slots`` are read when the cell returns at least ``min_outputs`` values, each one
     that is there. ``grad_norm_hint`` says, when no grad norm came out, how to get one
-    (``{cell}``: the cell's class name). ``loss_divisor`` is what the cell's loss is
-    divided by for the value its framework shows.
+    (``{cell}``: the cell's class name). ``no_layer_norms`` says why a cell of the row
+    gives the flight recorder no per-parameter norms, as one of the reasons
+    :func:`mindwatch.alerts.movers.no_layers_note` words with its fix (``opt_out``,
+    ``mindformers``, ``cell``). ``loss_divisor`` is what the cell's loss is divided by
+    for the value its framework shows.
     """
 
     name: str
@@ -136,6 +143,7 @@ class TrainCellLayout:
     min_outputs: int = 1
     squared_norms: Optional[SquaredNorms] = None
     grad_norm_hint: str = ""
+    no_layer_norms: str = "cell"
     loss_divisor: Callable[[Any], float] = _no_divisor
 
     @property
@@ -193,8 +201,11 @@ LAYOUTS: tuple[TrainCellLayout, ...] = (
         CellMatch(classes=(TrainOneStepWithGradNormCell,)),
         slots=(Slot("grad_norm", 1),),
         min_outputs=2,
-        squared_norms=SquaredNorms(index=2, outputs=3, flag="layer_norms"),
+        squared_norms=SquaredNorms(
+            index=2, outputs=3, flag="layer_norms", asked="layer_norms_asked"
+        ),
         grad_norm_hint=_LOSS_ONLY,
+        no_layer_norms="opt_out",
     ),
     TrainCellLayout(
         "mindformers",
@@ -209,6 +220,7 @@ LAYOUTS: tuple[TrainCellLayout, ...] = (
         grad_norm_hint="MindFormers returns global_norm only when it clips gradients: set "
         "runner_wrapper use_clip_grad: True (with a large max_grad_norm to see the norm "
         "without clipping)",
+        no_layer_norms="mindformers",
         loss_divisor=mindformers_loss_divisor,
     ),
     TrainCellLayout(
@@ -251,6 +263,16 @@ class OutputLayout:
         """Whether this cell returns per-parameter squared gradient norms every step."""
         norms = self.cell.squared_norms
         return norms is not None and bool(getattr(train_network, norms.flag, False))
+
+    def asks_layer_curves(self, train_network: Any) -> bool:
+        """Whether the user built this cell asking for the per-parameter norms
+        (``TrainOneStepWithGradNormCell(layer_norms=True)``, MindFormers' ``local_norm:
+        True``), not only received them by default: their ``layers/grad_norm/<param>``
+        curves are then written every step unless ``layer_norms_every`` is set."""
+        norms = self.cell.squared_norms
+        if norms is None or not self.provides_squared_norms(train_network):
+            return False
+        return bool(getattr(train_network, norms.asked or norms.flag, False))
 
 
 def is_mindformers_cell(train_network: Any) -> bool:

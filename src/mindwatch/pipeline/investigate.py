@@ -11,7 +11,8 @@ pipeline's thread:
    layer movers of all ranks ranked together, the batch of the rank the alert names;
 3. the whole analysis is written to ``<run>/forensics/step-<S>-<rule>.json``, its
    summary into the alert (``forensics`` in ``alerts.jsonl``: the first mover, the top
-   movers, the non-finite gradient, the batch, the file), and the batch's sample ids
+   movers, the non-finite gradient, the batch, the file; ``layer_norms`` with a
+   ``note`` when no per-parameter norm was recorded), and the batch's sample ids
    into ``<run>/skip.json`` (:mod:`mindwatch.forensics.skiplist`), with the lines that
    make a resumed run skip them.
 
@@ -29,6 +30,7 @@ from typing import Any, Optional
 import numpy as np
 
 from mindwatch.alerts import Alert
+from mindwatch.alerts.movers import layers_missing, no_layers_note
 from mindwatch.common.json_values import json_float
 from mindwatch.common.warn import WarnOnce
 from mindwatch.config import ForensicsSettings
@@ -96,6 +98,9 @@ class Investigator:
         ``slots``: every rank's, when they were gathered."""
         try:
             full = self._merged(alert, local, slots)
+            missing = layers_missing(full)
+            if missing is not None:  # said in words too, for a reader of the file
+                full["layer_norms"] = {**missing, "note": no_layers_note(missing)}
             summary = _summary(full)
             skip = self._skip(alert, full.get("batch"), full.pop("blame_onset", None))
             if skip is not None:
@@ -209,7 +214,8 @@ class Investigator:
 def _summary(full: dict[str, Any]) -> dict[str, Any]:
     """What the alert line carries (the file has the rest)."""
     out: dict[str, Any] = {"movers": full.get("movers", [])[:_SUMMARY_MOVERS]}
-    for key in ("first_mover", "loss_onset", "nonfinite", "batch", "ranks", "blame"):
+    keys = ("first_mover", "loss_onset", "nonfinite", "batch", "ranks", "blame", "layer_norms")
+    for key in keys:
         if full.get(key) is not None:
             out[key] = full[key]
     return out

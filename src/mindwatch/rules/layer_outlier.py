@@ -5,7 +5,8 @@ A layer's gradient can grow many times its usual size while the global norm, a r
 the sum over hundreds of layers, hardly moves (per-parameter spikes of up to 1000x,
 most often in LayerNorm parameters: SPAM, arXiv 2501.06842). The rule reads the
 per-parameter norms the MindSpore callback writes as ``layers/grad_norm/<param>``
-(``TrainOneStepWithGradNormCell(..., layer_norms=True)``, MindFormers' ``local_norm``)
+(``TrainOneStepWithGradNormCell(..., layer_norms=True)`` every step, or every
+``layer_norms_every`` steps from the cell's default; MindFormers' ``local_norm``)
 and judges each against its *own* recent values: in log space (a norm's noise is
 multiplicative), its median over the last ``window`` points and its noise (the MAD, or
 the successive differences when smaller: a drifting norm's window is trend, not

@@ -114,7 +114,7 @@ class LocalRecorder(ms.train.Callback):
 
     def on_train_step_end(self, run_context):  # type: ignore[no-untyped-def]
         cb = run_context.original_args()
-        loss, grad_norm = cb.net_outputs
+        loss, grad_norm = cb.net_outputs[:2]  # (loss, grad_norm, squared_norms)
         record(int(cb.cur_step_num), float(loss.asnumpy()), float(grad_norm.asnumpy()))
 
 

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from mindwatch.alerts.model import Alert
-from mindwatch.alerts.movers import first_mover_head, only_nonfinite, score
+from mindwatch.alerts.movers import (
+    first_mover_head,
+    layers_missing,
+    no_layers_note,
+    only_nonfinite,
+    score,
+)
 from mindwatch.common.i18n import _, ngettext
 from mindwatch.forensics.skiplist import SKIP_FILE
 from mindwatch.tools.explain.incidents import Incident
@@ -241,10 +247,11 @@ def _skip(skip: dict[str, Any]) -> list[Block]:
     return blocks
 
 
-def _rank_line(entry: dict[str, Any]) -> str:
+def _rank_line(entry: dict[str, Any], recorded: bool = True) -> str:
     """One rank's own analysis in a sentence: its first layer to depart (its
     ``first_mover``, or the first layer of its movers: a gathered rank's slot has no
-    first mover of its own) and when its loss departed."""
+    first mover of its own) and when its loss departed. ``recorded``: whether
+    per-parameter norms were recorded (every rank trains the same cell)."""
     first = entry.get("first_mover")
     if not isinstance(first, dict):
         listed = entry.get("movers")
@@ -267,6 +274,12 @@ def _rank_line(entry: dict[str, Any]) -> str:
         return _("Rank {rank}: {name} first, from step {onset} (z {z}).").format(
             rank=rank, name=first.get("name"), onset=first.get("onset"), z=number(first.get("z"))
         )
+    if not recorded and loss is not None:
+        return _("Rank {rank}: no layer recorded; its loss departed at step {loss}.").format(
+            rank=rank, loss=loss
+        )
+    if not recorded:
+        return _("Rank {rank}: no layer recorded.").format(rank=rank)
     if loss is not None:
         return _("Rank {rank}: no layer departed; its loss departed at step {loss}.").format(
             rank=rank, loss=loss
@@ -274,7 +287,9 @@ def _rank_line(entry: dict[str, Any]) -> str:
     return _("Rank {rank}: no layer departed.").format(rank=rank)
 
 
-def _ranks(summary: dict[str, Any], analysis: Optional[dict[str, Any]]) -> Optional[Block]:
+def _ranks(
+    summary: dict[str, Any], analysis: Optional[dict[str, Any]], recorded: bool = True
+) -> Optional[Block]:
     ranks = summary.get("ranks")
     per_rank = (analysis or {}).get("per_rank")
     if not ranks and not per_rank:
@@ -284,7 +299,7 @@ def _ranks(summary: dict[str, Any], analysis: Optional[dict[str, Any]]) -> Optio
         lines.append(_("Ranks analysed: {ranks}.").format(ranks=", ".join(map(str, ranks))))
     for entry in per_rank if isinstance(per_rank, list) else []:
         if isinstance(entry, dict):
-            lines.append(_rank_line(entry))
+            lines.append(_rank_line(entry, recorded))
     return Block("text", _("Ranks"), lines=tuple(lines)) if lines else None
 
 
@@ -337,7 +352,21 @@ def story(incident: Incident) -> Story:
     nonfinite: Optional[dict[str, Any]] = found if isinstance(found, dict) else None
     if not isinstance(first, dict) or not isinstance(first.get("name"), str):
         first = None
-    if first is not None and nonfinite is not None and only_nonfinite(first, nonfinite):
+    missing = layers_missing(analysis) or layers_missing(summary)
+    if missing is not None and first is None:
+        # No layer was recorded: "no layer departed" would not be true.
+        if movers:
+            lead = movers[0]
+            said = _(
+                "No layer was recorded; {name} moved first, from step {onset} (z {z})."
+            ).format(name=lead.get("name"), onset=lead.get("onset"), z=number(lead.get("z")))
+        else:
+            said = _(
+                "No layer was recorded, and nothing else departed from its own recent "
+                "history before the alert (z of {z} or more in the last {lookback} steps)."
+            ).format(z=number(analysis.get("z")), lookback=analysis.get("lookback", "-"))
+        told.blocks.append(Block("text", _("First mover"), lines=(said, no_layers_note(missing))))
+    elif first is not None and nonfinite is not None and only_nonfinite(first, nonfinite):
         text = _(
             "No layer departed before the gradients turned non-finite at step {step}; the "
             "first of them in backward order is {parameter}."
@@ -380,7 +409,7 @@ def story(incident: Incident) -> Story:
     skip = summary.get("skip")
     if isinstance(skip, dict):
         told.blocks += _skip(_moved(skip, incident.run))
-    ranks_block = _ranks(summary, incident.analysis)
+    ranks_block = _ranks(summary, incident.analysis, recorded=missing is None)
     if ranks_block is not None:
         told.blocks.append(ranks_block)
     if incident.notes:
