@@ -309,7 +309,7 @@ def test_the_crc_table_is_crc32cs() -> None:
     )
 
 
-@pytest.mark.parametrize("max_queue", [1, 1000])  # 1: every add takes the hand-off's slow path
+@pytest.mark.parametrize("max_queue", [1, 1000])  # 1: all but the first add take the slow path
 def test_the_callers_wall_time_is_kept_else_the_clock(tmp_path: Path, max_queue: int) -> None:
     import time
 
