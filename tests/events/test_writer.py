@@ -309,7 +309,7 @@ def test_the_crc_table_is_crc32cs() -> None:
     )
 
 
-@pytest.mark.parametrize("max_queue", [1, 1000])  # 1: every add takes the hand-off's slow path
+@pytest.mark.parametrize("max_queue", [1, 1000])  # 1: all but the first add take the slow path
 def test_the_callers_wall_time_is_kept_else_the_clock(tmp_path: Path, max_queue: int) -> None:
     import time
 
@@ -326,6 +326,31 @@ def test_the_callers_wall_time_is_kept_else_the_clock(tmp_path: Path, max_queue:
     assert walls["b"][0] == 1_600_000_001.5
     assert before <= walls["a"][1] <= after
     assert before <= walls["b"][1] <= after
+
+
+@pytest.mark.parametrize("wall", [0.0, 1_600_000_000.5])  # 0: the epoch, not "now"
+def test_the_callers_wall_time_is_kept_on_the_hand_offs_slow_path(
+    tmp_path: Path, wall: float
+) -> None:
+    # With max_queue=1 an add that finds the last one still queued (the worker sleeps
+    # until its period or a wake-up) goes through the hand-off's put(), the slow path;
+    # the first add of all finds the queue empty and appends. A spy on put() records
+    # the adds that took it, so the test knows the slow path ran, whichever adds it was.
+    through_put: list[Any] = []
+    with EventFileWriter(tmp_path, max_queue=1, flush_secs=600) as writer:
+        handoff = writer._handoff
+        put = handoff.put
+
+        def spy(entry: Any) -> None:
+            through_put.append(entry)
+            put(entry)
+
+        handoff.put = spy  # type: ignore[method-assign]
+        for step in range(1, 21):
+            writer.add_scalars(step, [("a", float(step))], wall_time=wall)
+    assert through_put, "no add took the hand-off's slow path"
+    events = accumulator(tmp_path).Scalars("a")
+    assert [(e.step, e.wall_time) for e in events] == [(s, wall) for s in range(1, 21)]
 
 
 def test_a_histogram_is_of_the_values_when_logged_not_after(tmp_path: Path) -> None:
