@@ -280,3 +280,22 @@ def test_a_barrier_and_close_on_an_idle_worker_take_any_timeout(timeout: Optiona
     handoff.close(timeout)
     assert not handoff.running
     assert owner.processed == [("data", 1)]
+
+
+def test_pending_counts_the_owners_entries_not_the_handoffs_barriers_and_stop() -> None:
+    """What a "queued items may not reach it" warning quotes after a close timed out."""
+    owner = Owner()
+    owner.hold()
+    wait_until(lambda: not owner.handoff.queue)  # the worker is stuck in the hold entry
+    handoff = owner.handoff
+    for _ in range(3):
+        handoff.put(("data", 1))
+    handoff.put(("setting",))  # not data, but the owner's entry: it may be lost too
+    assert handoff.pending() == 4
+    assert not handoff.barrier().wait(0.05)
+    assert handoff.close(timeout=0.05)
+    assert len(handoff.queue) == 6  # four entries, a barrier and the stop entry
+    assert handoff.pending() == 4
+    owner.gate.release()
+    wait_until(lambda: not handoff.running)
+    assert handoff.pending() == 0

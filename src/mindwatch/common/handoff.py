@@ -218,6 +218,12 @@ class Handoff(Generic[Entry]):
             done.set()
         return done
 
+    def pending(self) -> int:
+        """How many of the owner's entries are queued (the hand-off's own barriers and
+        stop entry are not counted: a warning quoting this number counts what may be
+        lost)."""
+        return sum(1 for entry in list(self.queue) if not isinstance(entry[0], _Signal))
+
     def close(self, timeout: Optional[float] = None) -> bool:
         """Stop taking entries (later ones are dropped and counted); the worker processes
         what is queued, then runs ``stop``. Every caller waits for it, at most

@@ -310,7 +310,7 @@ class EventFileWriter:
                 "hung?); %d queued items may not reach it",
                 self.logdir,
                 timeout,
-                len(self._queue),
+                self._handoff.pending(),
             )
         if not first:
             return

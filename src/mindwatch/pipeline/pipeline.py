@@ -270,7 +270,7 @@ class Pipeline:
                 "mindwatch: the pipeline did not finish within %s s; %d queued records may "
                 "not be written",
                 timeout,
-                len(handoff.queue),
+                handoff.pending(),
             )
         for group in self._groups():
             group.close(timeout)
