@@ -5,11 +5,13 @@ telemetry joins the steps (at most once per sampling period)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
+from mindwatch.aggregate.reductions import spread_tags
 from mindwatch.alerts import RuleEngine
 from mindwatch.common.i18n import set_language
 from mindwatch.config import AlertSettings, ConfigError, MonitorConfig
@@ -23,6 +25,7 @@ from mindwatch.rules.hardware import (
     NpuTemperatureSettings,
 )
 from mindwatch.rules.memory_growth import MemoryGrowthRule, MemoryGrowthSettings
+from mindwatch.rules.sustained import outlier_rank
 
 
 @pytest.fixture(autouse=True)
@@ -163,6 +166,42 @@ def test_hbm_critical_and_used_over_total_without_a_share() -> None:
     assert found[0][1].rank is None  # one process: the engine names its own rank
 
 
+def test_hbm_from_its_share_alone_and_the_alert_in_full() -> None:
+    """A probe that gives the share but not the megabytes: the message says what it does
+    not know. 5 samples of 512.3456 ms steps span 20.494 s (to the ms)."""
+    rule = HbmFullRule(HbmFullSettings())
+    share = {"hw/npu_hbm_used_pct": 96.0, "ranks/npu_hbm_used_pct_argmax": 4.0}
+    ((step, finding),) = run(rule, [share] * 6, step_ms=512.3456)
+    assert (step, finding.rule, finding.severity, finding.rank) == (50, "hbm_full", "warning", 4)
+    assert (finding.value, finding.baseline) == (96.0, 95.0)
+    assert finding.extra == {"samples": 5, "seconds": round(40 * 512.3456 / 1000, 3)}
+    assert finding.extra["seconds"] == 20.494
+    assert finding.message == (
+        "NPU HBM at 96.0%, ? of ? MB used: at or above 95%, for 5 samples (20 s)"
+    )
+
+
+def test_hbm_of_a_card_that_reports_no_total_is_no_value() -> None:
+    """used / total needs a total: a card that reports 0 MB (a probe that failed to
+    parse it) gives no share, and the rule goes on to judge the next one."""
+    rule = HbmFullRule(HbmFullSettings())
+    zero = {"hw/npu_hbm_used_mb": 100.0, "hw/npu_hbm_total_mb": 0.0}
+    plain = {"hw/npu_hbm_used_mb": 65300.0, "hw/npu_hbm_total_mb": 65536.0}
+    found = run(rule, [zero] * 10 + [plain] * 6)
+    assert [(step, f.severity, f.value) for step, f in found] == [
+        (150, "critical", pytest.approx(100.0 * 65300 / 65536))
+    ]
+
+
+def test_the_rank_is_read_from_the_reductions_own_argmax_tag() -> None:
+    """``ranks/<name>_argmax`` as the aggregator names it for any tag: one part after
+    the first slash or several, or none."""
+    for tag in ("hw/npu_temp_c", "hw/npu/3/temp_c", "temp_c", "hw/a/b/c"):
+        assert outlier_rank({spread_tags(tag)[4]: 5.0}, tag) == 5, tag
+        assert outlier_rank({spread_tags(tag)[4]: math.nan}, tag) is None, tag
+        assert outlier_rank({}, tag) is None, tag
+
+
 def test_hbm_quiet_below_the_threshold() -> None:
     rule = HbmFullRule(HbmFullSettings())
     assert run(rule, [hbm(61000)] * 60) == []  # 93 %
@@ -226,6 +265,7 @@ def test_a_steady_leak_warns_naming_the_rank() -> None:
         "host memory (RSS) grows 60 MB/min, 90% of the samples rising, for 61 samples "
         "(300 s); threshold 10 MB/min"
     )
+    assert finding.extra == {"rising_share": 0.9, "samples": 61, "seconds": 300.0}
 
 
 def test_warm_up_plateau_noise_and_a_one_off_jump_are_quiet() -> None:

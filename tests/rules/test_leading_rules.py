@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pytest
 
 from mindwatch.alerts.engine import RuleEngine
 from mindwatch.common.i18n import set_language
@@ -340,3 +341,146 @@ def test_the_layer_rule_judges_the_norms_a_training_process_logs_apart(tmp_path:
     assert 150 < found[0]["step"] <= 156
     assert found[0]["layer"] == LAYERS[1]
     assert "forensics" in found[0]
+
+
+def test_attention_logit_names_the_largest_value_whatever_the_order_of_the_tags() -> None:
+    """3 to 8 layers, the largest in every position (the other values grow with the
+    tag's name, so the last name is never the largest by chance); of two equal largest
+    values the first in the step's order is named."""
+    for layers in (3, 5, 8):
+        tags = [f"max_attention_logit/layers.{i}" for i in range(layers)]
+        for hot in range(layers):
+            values = {tag: 10.0 + i for i, tag in enumerate(tags)}
+            values[tags[hot]] = 150.0
+            ((_, finding),) = feed(AttentionLogitRule(AttentionLogitSettings()), [values])
+            assert (finding.rule, finding.severity, finding.metric, finding.value) == (
+                "attention_logit",
+                "warning",
+                tags[hot],
+                150.0,
+            ), (layers, hot)
+            assert (finding.baseline, finding.extra) == (100.0, {"steps": 1})
+        tied = dict.fromkeys(tags, 10.0)
+        tied[tags[1]] = tied[tags[-1]] = 1200.0
+        ((_, finding),) = feed(AttentionLogitRule(AttentionLogitSettings()), [tied])
+        assert (finding.severity, finding.metric, finding.baseline) == (
+            "critical",
+            tags[1],
+            1000.0,
+        )
+
+
+def test_attention_logit_growth_alert_in_full() -> None:
+    set_language("en")
+    values = [10.0] * 60 + [20.0] * 20  # as above: the 7th point of 20, step 67
+    ((step, finding),) = feed(
+        AttentionLogitGrowthRule(AttentionLogitGrowthSettings()), logits(values)
+    )
+    assert (step, finding.rule, finding.severity, finding.metric) == (
+        67,
+        "attention_logit_growth",
+        "warning",
+        "max_attention_logit/max",
+    )
+    assert (finding.value, finding.baseline) == (20.0, 10.0)
+    assert finding.extra == {"ratio": 2.0, "window": 50, "steps": 5}
+    assert (
+        finding.message
+        == "max_attention_logit/max grew 2.0x in 50 steps, from 10 to 20 (for 5 steps)"
+    )
+
+
+def test_the_layer_alert_in_full() -> None:
+    """Every field the alert carries, against values computed here: 130 ms steps and
+    ``seconds: 0.5``, so the run lasts a fraction of a second; the median of the flat
+    series is 1.02 and its noise comes from its successive differences."""
+    set_language("en")
+    tag = f"layers/grad_norm/{LAYERS[0]}"
+    series = [{**v, "perf/step_time_ms": 130.0} for v in flat(100)]
+    series += [{**series[-2], tag: 50.0}] * 8
+    ((step, finding),) = feed(layer_rule(steps=3, seconds=0.5), series)
+    # 0.5 s from the first outlying point (step 101): 4 steps of 130 ms later, step 105.
+    assert step == 105
+    center, step_log = math.log(1.02), math.log(1.02) - math.log(1.0)
+    noise = 1.4826 * min(step_log, step_log / math.sqrt(2.0))
+    z = (math.log(50.0) - center) / noise
+    assert finding.extra == {
+        "layer": LAYERS[0],
+        "ratio": round(50.0 / 1.02, 3),
+        "zscore": round(z, 2),
+        "steps": 5,
+        "within": 5,
+        "seconds": 0.52,
+        "others": [],
+    }
+    assert finding.extra["zscore"] != round(z)  # two decimals, not a whole number
+    assert (finding.rule, finding.severity, finding.metric, finding.value) == (
+        "layer_grad_outlier",
+        "warning",
+        tag,
+        50.0,
+    )
+    assert finding.message == (
+        f"layer {LAYERS[0]}: gradient norm 50 is 49x its own median 1.02, outlying at 5 of "
+        f"its last 5 steps (robust z {z:.0f})"
+    )
+
+
+def test_a_layer_that_drifted_has_the_noise_of_its_successive_differences() -> None:
+    """A layer's norm falls 100x over its first 130 points (log-linear, wobbling by
+    +-0.2): its window is wide from the trend (median absolute deviation ~0.9 in log),
+    the noise is that of its successive differences (~0.38). 17x and 51x its median
+    are outlying (above 10x, and beyond 6 noises); 7x is not."""
+    tag = f"layers/grad_norm/{LAYERS[0]}"
+    ramp = [{tag: math.exp(4.6 * (1 - i / 129) + (0.2 if i % 2 else -0.2))} for i in range(130)]
+    logs = [math.log(p[tag]) for p in ramp[30:]]  # the last 100 points: the window
+    center = sorted(logs)[50]
+    diffs = sorted(abs(b - a) for a, b in zip(logs, logs[1:]))
+    noise = 1.4826 * diffs[len(diffs) // 2] / math.sqrt(2.0)
+    assert 0.3 < noise < 0.45
+    limit = math.exp(center + max(math.log(10.0), 6.0 * noise))
+    for jump in (100.0, 300.0):
+        ((step, finding),) = feed(layer_rule(), ramp + [{tag: jump}] * 3)
+        assert step == 133
+        assert finding.baseline == pytest.approx(math.exp(center))
+        assert finding.extra["zscore"] == pytest.approx((math.log(jump) - center) / noise, abs=0.01)
+    assert 40.0 < limit < 100.0
+    assert feed(layer_rule(), ramp + [{tag: 40.0}] * 3) == []
+
+
+def test_a_layer_is_judged_from_the_point_after_its_warmup() -> None:
+    tag = f"layers/grad_norm/{LAYERS[0]}"
+    for warmup in (5, 30, 64):
+        series = [{tag: p[tag]} for p in flat(warmup)] + [{tag: 50.0}] * 3
+        assert [s for s, _ in feed(layer_rule(warmup=warmup), series)] == [warmup + 3]
+
+
+def test_a_restart_keeps_the_points_a_layer_was_outlying_at_and_since_when() -> None:
+    """Saved at every point of a run of outlying points: the restored rule counts the
+    same points among the last ``within`` (which points have left them), and the same
+    training time since the run began."""
+    tag = f"layers/grad_norm/{LAYERS[0]}"
+    normal = {**flat(2)[1], "perf/step_time_ms": 100.0}
+    for pattern, settings in (("x..x.x...", {}), ("xxxxxxxxxxxxxxx", {"seconds": 1.0})):
+        series = [{**p, "perf/step_time_ms": 100.0} for p in flat(100)]
+        series += [{**normal, tag: 50.0} if c == "x" else normal for c in pattern]
+        whole = [(s, f.extra) for s, f in feed(layer_rule(**settings), series)]
+        assert [s for s, _ in whole] == ([] if not settings else [111])
+        for split in range(100, len(series)):
+            first = layer_rule(**settings)
+            before = feed(first, series[:split])
+            second = layer_rule(**settings)
+            second.load_state_dict(json.loads(json.dumps(first.state_dict(), allow_nan=False)))
+            after = feed(second, series[split:], start=split + 1)
+            assert [(s, f.extra) for s, f in before + after] == whole, (pattern, split)
+
+
+def test_a_state_without_the_episode_keeps_the_rules_own() -> None:
+    """What Stateful promises: a key the state lacks keeps its value. A rule that warned
+    in this episode and is given a state without ``raised`` stays quiet until it ends."""
+    tag = f"layers/grad_norm/{LAYERS[0]}"
+    rule = layer_rule()
+    outlying = [{**flat(2)[1], tag: 50.0}] * 6
+    assert [s for s, _ in feed(rule, flat(100) + outlying[:3])] == [103]
+    rule.load_state_dict({"clock": rule.clock.state_dict()})
+    assert feed(rule, outlying[3:], start=104) == []

@@ -72,6 +72,7 @@ def test_a_scale_below_its_floor() -> None:
         "train/loss_scale fell to 0.84375, below 1: the gradients overflow even with this "
         "little scaling"
     )
+    assert alert.severity == "warning"
     assert alerts_of(series, {"loss_scale_collapse": {"floor": 0.5}}) == []
 
 
@@ -125,3 +126,19 @@ def test_the_messages_in_chinese() -> None:
         assert alert.causes[0].startswith("每一步的梯度都溢出")
     finally:
         set_language("en")
+
+
+def test_a_scaler_that_goes_below_one_halves_through_it() -> None:
+    """A scaler of one's own with no lower bound (torch's GradScaler has none): 8, 4, 2,
+    1, 0.5, 0.25 are five halvings in a row, the one from 1 to 0.5 among them; the floor
+    is set below them, so only the halvings can alert."""
+    set_language("en")
+    series = [(s, 8.0) for s in range(1, 11)]
+    series += [(10 + k, 8.0 / 2**k) for k in range(1, 8)]
+    settings = {"loss_scale_collapse": {"floor": 0.001}}
+    (alert,) = alerts_of(series, settings)
+    assert (alert.step, alert.severity, alert.value, alert.baseline) == (15, "warning", 0.25, 8.0)
+    assert alert.message == (
+        "train/loss_scale halved at 5 steps in a row, from 8 to 0.25: the gradients "
+        "overflow at every step"
+    )

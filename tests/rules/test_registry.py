@@ -91,3 +91,9 @@ def test_a_rule_that_forgets_its_declaration_fails_at_import() -> None:
     for rules in ((Unnamed,), (Unsettled,), (SpikeRule, SpikeRule)):
         with pytest.raises(TypeError, match="declare"):
             _names(rules)
+
+
+def test_the_registrys_names_are_its_rules_names_in_its_order() -> None:
+    assert _names(BUILTIN_RULES) == RULE_NAMES == tuple(rule.name for rule in BUILTIN_RULES)
+    assert _names((StallRule, SpikeRule)) == ("stall", "spike")
+    assert len(set(RULE_NAMES)) == len(RULE_NAMES) == 18

@@ -14,7 +14,18 @@ import pytest
 import mindwatch
 from mindwatch.alerts import Alert
 from mindwatch.alerts.engine import RuleEngine
+from mindwatch.common.i18n import set_language
 from mindwatch.config import AlertSettings
+from mindwatch.rules.base import Finding
+from mindwatch.rules.divergence import DivergenceRule, DivergenceSettings
+from mindwatch.rules.eval_rebound import EvalReboundRule, EvalReboundSettings
+from mindwatch.rules.gradients import (
+    GradExplosionRule,
+    GradExplosionSettings,
+    GradVanishingRule,
+    GradVanishingSettings,
+)
+from mindwatch.rules.plateau import PlateauRule, PlateauSettings
 
 
 def run(series: Iterable[tuple[int, dict[str, float]]], settings: Any = None) -> list[Alert]:
@@ -422,3 +433,211 @@ def test_throughput_drop_fires_whatever_the_step_offset() -> None:
     speed = [(s, 1000.0 if s < 3000 else 300.0) for s in range(11, 4000, 10)]  # 11, 21, ...
     alerts = run((s, {"perf/samples_per_s": v}) for s, v in speed)
     assert [a.rule for a in alerts] == ["throughput_drop"]
+
+
+def divergences(values: list[float], **settings: Any) -> list[tuple[int, Finding]]:
+    rule = DivergenceRule(DivergenceSettings(**settings))
+    found = []
+    for step, value in enumerate(values, start=1):
+        found += [(step, f) for f in rule.observe(step, {"train/loss": value})]
+    return found
+
+
+def test_divergence_needs_a_rise_beyond_the_smoothed_values_own_noise() -> None:
+    """A loss alternating 1.0 / 1.2 moves 0.2 a point: the EMA over 10 points spreads by
+    0.2 x 0.886 x sqrt(alpha / (2 - alpha)) = 0.056, so with ``rise`` at 1% a step up
+    must exceed 6 x 0.056 = 0.34. Up 0.2 or 0.3: no alert; up 0.4 or 0.6: an alert."""
+    set_language("en")
+    base = [1.0 + (0.2 if i % 2 else 0.0) for i in range(200)]
+    settings = {"window": 10, "steps": 5, "rise": 0.01, "warmup": 50}
+    for up, expected in ((0.2, []), (0.3, []), (0.4, [214]), (0.6, [208])):
+        after = [v + up for v in base[:100]]
+        assert [s for s, _ in divergences(base + after, **settings)] == expected, up
+
+
+def test_divergence_alert_in_full_with_the_adaptive_span_and_steps() -> None:
+    """A long run (the span is capped at 100 points after 300, the steps at 50 after
+    500): the finding's value is the EMA computed here with those spans, and the message
+    says how far above the minimum it is and for how many points."""
+    set_language("en")
+    loss = [
+        2.0 / (1 + s / 50) if s < 600 else 0.15 * math.exp((s - 600) / 150) for s in range(1, 1201)
+    ]
+    ((step, finding),) = divergences(loss)
+    ema, low = None, math.inf
+    for seen, value in enumerate(loss[:step], start=1):
+        alpha = 2.0 / (min(100.0, max(10.0, seen / 3)) + 1)
+        ema = value if ema is None else ema + alpha * (value - ema)
+        if seen >= 100:
+            low = min(low, ema)
+    assert finding.value == pytest.approx(ema, rel=1e-12)
+    assert finding.baseline == pytest.approx(low, rel=1e-12)
+    assert finding.value > 2 * low
+    needed = min(50, max(10, step // 10))
+    assert needed == 50
+    assert (finding.rule, finding.severity, finding.metric) == (
+        "divergence",
+        "warning",
+        "train/loss",
+    )
+    assert finding.message == (
+        f"smoothed train/loss {finding.value:.4g} has stayed {finding.value / low - 1:.0%} "
+        f"above its minimum {low:.4g} for 50 points"
+    )
+
+
+def rebounds(points: dict[int, tuple[float, float]], **settings: Any) -> list[tuple[int, Finding]]:
+    """Steps 1 to the last of ``points``: ``points[step]`` is (train loss, eval loss)
+    of an evaluation step; in between, the train loss of the next evaluation."""
+    rule = EvalReboundRule(EvalReboundSettings(**settings))
+    found, last = [], max(points)
+    for step in range(1, last + 1):
+        train = points[min(s for s in points if s >= step)][0]
+        values = {"train/loss": train}
+        if step in points:
+            values["eval/loss"] = points[step][1]
+        found += [(step, f) for f in rule.observe(step, values)]
+    return found
+
+
+def test_eval_rebound_compares_the_train_means_whatever_the_evaluation_interval() -> None:
+    """Evaluations 50, 100, 100 and 100 steps apart with a flat train loss: its means
+    are equal (its sums are not). The alert in full."""
+    set_language("en")
+    points = {50: (1.0, 1.0), 100: (1.0, 1.1), 200: (1.0, 1.2), 300: (1.0, 1.3)}
+    ((step, finding),) = rebounds(points)
+    assert (step, finding.rule, finding.severity, finding.metric) == (
+        300,
+        "eval_rebound",
+        "warning",
+        "eval/loss",
+    )
+    assert (finding.value, finding.baseline) == (1.3, 1.2)
+    assert finding.message == (
+        "eval/loss rose for 3 evaluations in a row to 1.3 while train/loss did not rise"
+    )
+    # 150 steps, then 50, 50 and 50: the same.
+    points = {150: (1.0, 1.0), 200: (1.0, 1.1), 250: (1.0, 1.2), 300: (1.0, 1.3)}
+    assert [s for s, _ in rebounds(points)] == [300]
+
+
+def test_eval_rebound_is_quiet_when_the_train_loss_rises_beyond_its_tolerance() -> None:
+    """The train loss rising 5% per evaluation is noise near convergence (tolerance
+    10%); rising 20% the model is not overfitting: both losses rise."""
+    for growth, expected in ((1.05, [400]), (1.2, [])):
+        points = {100 * k: (growth**k, 1.0 + 0.1 * k) for k in range(1, 5)}
+        assert [s for s, _ in rebounds(points)] == expected, growth
+        assert [s for s, _ in rebounds(points, train_tolerance=0.25)] == [400]
+
+
+def test_an_eval_loss_that_holds_is_not_rising() -> None:
+    flat = {100 * k: (1.0, 0.9) for k in range(1, 6)}
+    assert rebounds(flat) == []
+    barely = {100 * k: (1.0, 0.9 + 1e-9 * k) for k in range(1, 6)}
+    assert [s for s, _ in rebounds(barely)] == [400]
+
+
+def explosions(
+    norms: list[float], step_ms: float = 0.0, **settings: Any
+) -> list[tuple[int, Finding]]:
+    rule = GradExplosionRule(GradExplosionSettings(**settings))
+    found = []
+    for step, values in grad_steps(norms, step_ms):
+        found += [(step, f) for f in rule.observe(step, values)]
+    return found
+
+
+def test_absolute_thresholds_on_both_sides_of_critical() -> None:
+    set_language("en")
+    for norm, expected in (
+        (10.0, []),
+        (10.5, ["warning"]),
+        (20.0, ["warning"]),
+        (20.5, ["critical"]),
+    ):
+        found = explosions([1.0, norm], warning=10, critical=20)
+        assert [f.severity for _, f in found] == expected, norm
+    ((_, finding),) = explosions([20.0], warning=10, critical=20)
+    assert (finding.baseline, finding.message) == (10.0, "gradient norm 20 is above 10")
+
+
+def test_critical_is_above_critical_factor_times_the_median_at_once() -> None:
+    """A flat history of 1: 100x for one point is not above 100x (and one point is no
+    warning); 100.5x is critical at once. The message in full."""
+    set_language("en")
+    assert explosions([1.0] * 100 + [100.0] + [1.0] * 5) == []
+    ((step, finding),) = explosions([1.0] * 100 + [100.5] + [1.0] * 5)
+    assert (step, finding.severity, finding.baseline) == (101, "critical", 1.0)
+    assert finding.message == "gradient norm 100.5 is 100x its running median 1"
+    ((step, finding),) = explosions([1.0] * 100 + [20.0] * 3)
+    assert (step, finding.severity, finding.extra) == (
+        103,
+        "warning",
+        {"points": 3, "seconds": 0.0},
+    )
+    assert finding.message == "gradient norm 20 is 20x its running median 1"
+
+
+def test_the_points_after_the_first_need_half_its_distance() -> None:
+    """A history whose log norms are -0.5, 0, 0, 0.5 in turn: median 1, robust sd
+    1.4826 x 0.5 = 0.74, so the first point must be e^(6 x 0.74) = 85x out (and 10x),
+    the next ones e^(3 x 0.74) = 9.2x (and sqrt(10)x). 90x then 20x, 20x warns at the
+    third; 90x then 6x, 6x does not."""
+    history = [math.exp(d) for d in (-0.5, 0.0, 0.0, 0.5)] * 50
+    assert [(s, f.severity) for s, f in explosions([*history, 90.0, 20.0, 20.0])] == [
+        (203, "warning")
+    ]
+    assert explosions([*history, 90.0, 6.0, 6.0]) == []
+    assert explosions([*history, 80.0, 20.0, 20.0]) == []  # the first not far enough
+
+
+def test_a_history_of_zero_norms_is_no_failure() -> None:
+    """Steps whose update was skipped (an overflow) may log a norm of 0: a history of
+    mostly zeros has no median to compare with, and an explosion once the norm is back
+    is still found."""
+    norms = [0.0] * 60 + [1.0 + 0.01 * (i % 3) for i in range(200)] + [20.0] * 3
+    assert [(s, f.severity) for s, f in explosions(norms)] == [(263, "warning")]
+
+
+def test_a_run_longer_than_the_held_bound_keeps_its_last_points() -> None:
+    """A run of large norms held back for 11 s of 1 ms steps (``min_seconds: 11``) keeps
+    at most MAX_WINDOW (10,000) of its points; its time is still counted from its first."""
+    ((step, finding),) = explosions([1.0] * 100 + [20.0] * 11_005, step_ms=1.0, min_seconds=11.0)
+    assert step == 100 + 11_000
+    assert finding.extra == {"points": 10_000, "seconds": 11.0}
+    assert finding.baseline == 1.0
+
+
+def test_vanishing_gradients_alert_in_full() -> None:
+    set_language("en")
+    rule = GradVanishingRule(GradVanishingSettings())
+    found = [
+        f
+        for s in range(1, 20)
+        for f in rule.observe(s, {"train/grad_norm": 1e-4 if s > 5 else 0.5})
+    ]
+    (finding,) = found
+    assert (finding.rule, finding.severity, finding.value, finding.baseline) == (
+        "grad_vanishing",
+        "warning",
+        1e-4,
+        1e-3,
+    )
+    assert finding.message == "gradient norm 0.0001 has been below 0.001 for 5 steps"
+
+
+def test_a_loss_that_holds_exactly_is_a_plateau() -> None:
+    """A value equal to the best is no improvement, even when nothing is required of
+    one: a loss stuck at exactly 0 (or at 1 with ``min_delta: 0``) has plateaued; one
+    still falling a thousandth each step has not."""
+    set_language("en")
+    for level, settings in ((0.0, {}), (1.0, {"min_delta": 0.0}), (1.0, {})):
+        rule = PlateauRule(PlateauSettings(steps=50, **settings))
+        found = [(s, f) for s in range(1, 200) for f in rule.observe(s, {"train/loss": level})]
+        assert [(s, f.rule, f.severity, f.baseline) for s, f in found] == [
+            (51, "plateau", "info", level)
+        ], (level, settings)
+    falling = PlateauRule(PlateauSettings(steps=50, min_delta=0.0))
+    assert [
+        f for s in range(1, 200) for f in falling.observe(s, {"train/loss": 1.0 - s / 1000})
+    ] == []

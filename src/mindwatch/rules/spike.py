@@ -112,8 +112,12 @@ class SpikeRule(Rule[SpikeSettings]):
         if z < self.settings.zscore:
             return None
         severity = "critical" if value > 10 * self.settings.ratio * median else "warning"
+        # A median of 0 (a value that is 0 at most steps, an auxiliary loss) is no level
+        # to divide by: the jump is infinitely many times it, not a ZeroDivisionError
+        # that switches the rule off for the rest of the run.
+        ratio = value / median if median > 0 else math.inf
         message = self.message(
-            "jump", tag=tag, value=fmt(value), ratio=value / median, median=fmt(median), z=z
+            "jump", tag=tag, value=fmt(value), ratio=ratio, median=fmt(median), z=z
         )
         return Finding(self.name, severity, tag, value, message, baseline=median)
 

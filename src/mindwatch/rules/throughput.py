@@ -3,6 +3,7 @@ training, and the part of the step that grew (the input pipeline or compute)."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Mapping
@@ -116,7 +117,10 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
         self.low = 0  # consecutive points the drop was seen on
         self.since_ms = 0.0  # training time before the first of them
         self.clock = TrainingClock()
-        self.level: Optional[float] = None  # the last baseline, for a cheap first test
+        # ``base`` kept sorted (not state): its middle is the baseline's level, for the
+        # cheap first test at every point. Not the level of the last full test: a run
+        # that speeds up after it would be judged against its old, slower speed.
+        self.ordered: list[float] = []
         self.cached: Optional[tuple[float, float]] = None  # _baseline(), until it changes
 
     def state_dict(self) -> dict[str, Any]:
@@ -126,12 +130,17 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
         super().load_state_dict(state)
         self.clock.load_state_dict(state.get("clock") or {})
         self.cached = None
+        self.ordered = sorted(self.base)
 
     def _admit(self) -> None:
         """Points older than the last ``recent`` join the baseline."""
-        fresh, keep = self.fresh, self.settings.recent
+        fresh, keep, base, ordered = self.fresh, self.settings.recent, self.base, self.ordered
         while len(fresh) > keep:
-            self.base.append(fresh.popleft())
+            value = fresh.popleft()
+            if len(base) == base.maxlen:
+                del ordered[bisect.bisect_left(ordered, base[0])]
+            base.append(value)
+            bisect.insort(ordered, value)
             for tag, series in self.fresh_parts.items():
                 self.base_parts[tag].append(series.popleft())
             self.cached = None
@@ -165,11 +174,12 @@ class ThroughputDropRule(Rule[ThroughputDropSettings]):
         value = self.finite(values, s.metric)
         if value is None or value <= 0 or not self._record(value, values):
             return []
-        level, quiet = self.level, not (self.low or self.dropped)
-        if quiet and level is not None and value >= level * (1 - s.drop):
+        ordered = self.ordered  # at least ``warmup`` points: _record said so
+        quiet = not (self.low or self.dropped)
+        if quiet and value >= ordered[len(ordered) // 2] * (1 - s.drop):
             return []  # the common case: this point is not low, nothing to compute
         center, spread = self._baseline()
-        self.level = baseline = math.exp(center)
+        baseline = math.exp(center)
         fresh = self.fresh  # may be long while a drop waits: index from its end
         recent = sorted(fresh[-i] for i in range(1, s.recent + 1))[s.recent // 2]
         fall = center - math.log(recent)
