@@ -37,18 +37,17 @@ Values = list[tuple[str, float]]
 class Output:
     """A ``ReducedOutput`` that keeps every call (from whichever thread makes it)."""
 
-    def __init__(self, slow_first_step: float = 0.0) -> None:
+    def __init__(self, slow_step: Optional[int] = None) -> None:
         self.steps: list[tuple[int, int, dict[str, float], float, Optional[float]]] = []
         self.failures: list[tuple[int, str]] = []
         self.gathers: list[tuple[int, npt.NDArray[np.float64]]] = []
-        self._slow = slow_first_step
+        self._slow_step = slow_step
 
     def step(
         self, route: int, step: int, values: Values, wall: float, samples: Optional[float]
     ) -> None:
-        if self._slow:  # a writer that takes its time over the first point it is given
-            time.sleep(self._slow)
-            self._slow = 0.0
+        if route == MAIN and step == self._slow_step:  # a writer slow with this one point
+            time.sleep(0.5)
         self.steps.append((route, step, dict(values), wall, samples))
 
     def failed(self, step: int, reason: str) -> None:
@@ -324,11 +323,12 @@ def test_values_written_without_a_reduction_keep_their_wall_time(world: int) -> 
 
 @pytest.mark.parametrize("world", [3, 6])
 def test_a_local_flush_waits_for_the_reduced_steps_still_being_written(world: int) -> None:
-    """Rank 0's writer is slow with the reduced steps 1..4 (written on the collective
-    thread); steps 5 and 6, flushed locally right after, come after them."""
+    """Rank 0's writer takes half a second over reduced step 1 (written with 2..4 on
+    the collective thread); steps 5 and 6, flushed locally right after, still come
+    after them."""
 
     def body(collective: LocalCollective, rank: int) -> Output:
-        out = Output(slow_first_step=0.5 if rank == 0 else 0.0)
+        out = Output(slow_step=1 if rank == 0 else None)
         agg = Aggregator(collective, ReductionTable(), every=4, timeout=30, output=out)
         for step in range(1, 7):
             agg.add(row(step, float(step), [(LOSS, float(rank))]))
