@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from mindwatch import Monitor
+from mindwatch.aggregate import startup
 from mindwatch.aggregate.aggregator import Aggregator
 from mindwatch.aggregate.collective import CorruptSliceError
 from mindwatch.aggregate.reductions import ReductionTable
@@ -170,3 +171,34 @@ def test_ranks_without_a_collective_each_know_only_themselves(
     for folder, rank in zip(folders, (0, 1)):
         info = json.loads((folder / "run.json").read_text())
         assert info["ranks"] == [{"rank": rank, "node": HOST}]
+
+
+def test_device_ids_up_to_24_bits_are_read_and_larger_ones_refused() -> None:
+    """A device id travels as one float, exact below 2^24 (through float32 too); one at
+    or above that cannot be a real device's and marks data that is not mindwatch's."""
+    ids = [None, 0, 7, 2**24 - 1]
+    rows = np.stack(
+        [start_vector(r, "run", RankPlace(r, "n", "NPU", d)) for r, d in enumerate(ids)]
+    )
+    _, places = read_start(rows.astype(np.float32).astype(np.float64), len(ids))
+    assert [p.device_id for p in places] == ids
+    for too_big in (2**24, 2**24 + 1, 2**25 - 1):
+        rows[2, 5] = too_big
+        with pytest.raises(CorruptSliceError, match="from rank 2 is not mindwatch's"):
+            read_start(rows, len(ids))
+
+
+def test_bytes_that_are_not_utf8_read_as_replacement_characters() -> None:
+    """Every string of a start-up row (rank 0's text, each rank's node and device) is
+    sent as valid UTF-8; bytes that arrive otherwise, under a valid header, still read
+    as text (U+FFFD for each bad byte) rather than end the agreement with an error."""
+    bad = b"ok\xff\xfe!"
+    row = start_vector(0, "run", RankPlace(0, "node", "NPU", 1))
+    row[2:5] = len(bad)  # the lengths of text, node and device
+    pos = startup._HEAD
+    for room in (startup._TEXT, startup._NODE, startup._DEVICE):
+        row[pos : pos + room] = startup._pack(bad, room)
+        pos += room
+    text, (place,) = read_start(row[None, :], 1)
+    assert text == "ok\ufffd\ufffd!"
+    assert place == RankPlace(0, "ok\ufffd\ufffd!", "ok\ufffd\ufffd!", 1)

@@ -129,3 +129,13 @@ def test_spread_tag_names() -> None:
     )
     assert spread_tags("perf/step_time_ms")[1] == "ranks/step_time_ms_max"
     assert spread_tags("accuracy")[0] == "ranks/accuracy_min"
+
+
+def test_a_nested_tags_spread_keeps_every_level_but_the_first() -> None:
+    """Only the first namespace goes: ``train/lr/group_1`` -> ``ranks/lr/group_1_*``
+    (a tag nested deeper must not collide with its parent's spread)."""
+    assert spread_tags("train/lr/group_1") == tuple(
+        f"ranks/lr/group_1_{s}" for s in ("min", "max", "mean", "std", "argmax")
+    )
+    assert spread_tags("hw/npu/3/temp_c")[4] == "ranks/npu/3/temp_c_argmax"
+    assert spread_tags("/loss")[0] == "ranks/loss_min"
