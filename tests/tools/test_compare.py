@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
 
 import mindwatch
 from mindwatch.cli import main
+from mindwatch.tools.compare import Tolerances, compare_runs
 
 
 def make_run(
@@ -25,10 +27,11 @@ def make_run(
     seed: Optional[int] = None,
     loss_noise: float = 0.0,
     jitter: float = 0.0,
+    eval_losses: Optional[dict[int, float]] = None,
 ) -> Path:
     """A run whose loss follows ``loss``; with ``seed``, each step's loss gets relative
     normal noise ``loss_noise`` and its step time lognormal jitter ``jitter``, as small
-    batches and a shared machine give."""
+    batches and a shared machine give. ``eval_losses``: an eval loss at those steps."""
     rng = np.random.default_rng(seed)
     with mindwatch.Monitor(folder, {"print_every": 0}) as mon:
         for step in range(1, steps + 1):
@@ -42,6 +45,8 @@ def make_run(
                     "perf/samples_per_s": batch * 1000.0 / ms,
                 },
             )
+            if eval_losses and step in eval_losses:
+                mon.log_eval(step, loss=eval_losses[step])
         if evals:
             mon.log_eval(steps, **evals)
     return folder
@@ -159,7 +164,9 @@ def noisy(folder: Path, seed: int, *, scale: float = 1.0, step_ms: float = 100.0
     """One seed of a noisy job: 30 % loss noise per step, 15 % step time jitter, and an
     eval loss every 30 steps with 30 % noise of its own (a small eval set)."""
     rng = np.random.default_rng(seed + 1000)
-    run = make_run(
+    # In the run's own session: a second Monitor on a finished run writes a new run.
+    evals = {s: scale * 0.25 * (1 + 0.3 * rng.standard_normal()) for s in range(30, 301, 30)}
+    return make_run(
         folder,
         steps=300,
         seed=seed,
@@ -167,11 +174,8 @@ def noisy(folder: Path, seed: int, *, scale: float = 1.0, step_ms: float = 100.0
         loss_noise=0.3,
         step_ms=step_ms,
         jitter=0.15,
+        eval_losses=evals,
     )
-    with mindwatch.Monitor(run, {"print_every": 0}) as mon:
-        for step in range(30, 301, 30):
-            mon.log_eval(step, loss=scale * 0.25 * (1 + 0.3 * rng.standard_normal()))
-    return run
 
 
 def test_another_seed_passes_where_a_fixed_10_percent_line_fails(tmp_path: Path) -> None:
@@ -181,6 +185,8 @@ def test_another_seed_passes_where_a_fixed_10_percent_line_fails(tmp_path: Path)
         result = compare(str(other), "--baseline", str(base))
         assert result.exit_code == 0, result.output
         assert "x standard error" in result.output
+        # ten evaluations: the eval loss's limit is its own noise, not the 5 % tolerance
+        assert "last value; limit: 3.5 x standard error" in result.output
     # Without the noise criterion (the explicit tolerances alone) some seed fails.
     strict = [
         compare(
@@ -226,3 +232,52 @@ def test_an_explicit_tolerance_is_a_floor_under_the_noise(tmp_path: Path) -> Non
     wide = tmp_path / "wide.yaml"
     wide.write_text("loss_sigmas: 100\n")
     assert compare(str(worse), "--baseline", str(base), "--tolerances", str(wide)).exit_code == 0
+
+
+def scalars(
+    *, steps: int, every: int = 1, batch: int = 32, seq: int = 0, scale: float = 1.0
+) -> pd.DataFrame:
+    """A run's scalars as ``load_run`` gives them, logged every ``every`` steps: the loss
+    per sample seen falls alike for every batch size; 100 ms per step of 32 samples."""
+    rows = []
+    for step in range(every, steps + 1, every):
+        ms = 100.0 * batch / 32
+        seen = step * batch
+        rows += [
+            ("train/loss", step, scale * 2.0 / (1 + seen / 640)),
+            ("perf/step_time_ms", step, ms),
+            ("perf/samples_per_s", step, batch * 1000.0 / ms),
+        ]
+        if seq:
+            rows.append(("perf/tokens_per_s", step, seq * batch * 1000.0 / ms))
+    return pd.DataFrame(rows, columns=["tag", "step", "value"])
+
+
+@pytest.mark.parametrize("align", ["samples", "tokens"])
+def test_matched_positions_count_samples_and_tokens_from_the_first_step(align: str) -> None:
+    # Batch 32 for 200 steps and batch 16 for 400, logged every step or every 10 steps:
+    # all saw 6,400 samples (x 128 tokens each), the last position is there, and the same
+    # loss per sample seen passes while a worse one fails.
+    unit = 128 if align == "tokens" else 1
+    base = scalars(steps=200, seq=128)
+    half = scalars(steps=400, batch=16, every=10, seq=128)
+    tol = Tolerances(align=align, checkpoints=1)  # type: ignore[arg-type]
+    (check,) = [c for c in compare_runs(half, [base], tol) if c.name.startswith("loss at")]
+    assert check.name == f"loss at matched {align}"
+    assert check.status == "ok"
+    assert check.statistic == f"mean of the stretch before {6400 * unit:,} {align}"
+    assert check.detail.startswith(f"worst of 1 positions: {6400 * unit:,} {align}; ")
+    worse = scalars(steps=400, batch=16, every=10, seq=128, scale=1.5)
+    (check,) = [c for c in compare_runs(worse, [base], tol) if c.name.startswith("loss at")]
+    assert check.status == "regression"
+    # by step, the half batch's step 200 saw half the samples: a higher loss
+    by_step = Tolerances(checkpoints=1)
+    (check,) = [c for c in compare_runs(half, [base], by_step) if c.name.startswith("loss at")]
+    assert (check.statistic, check.status) == ("mean of the stretch before step 200", "regression")
+    # a run without the rate to align by is skipped, and says why
+    bare = half[half["tag"] != f"perf/{align}_per_s"]
+    (check,) = [c for c in compare_runs(bare, [base], tol) if c.name.startswith("loss at")]
+    assert (check.status, check.detail) == ("skipped", f"no perf/{align}_per_s to align by")
+    no_time = half[half["tag"] != "perf/step_time_ms"]
+    (check,) = [c for c in compare_runs(no_time, [base], tol) if c.name.startswith("loss at")]
+    assert (check.status, check.detail) == ("skipped", f"no perf/{align}_per_s to align by")

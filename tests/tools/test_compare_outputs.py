@@ -15,7 +15,14 @@ from examples.compare_jitter import written_run
 from junitparser import Failure, JUnitXml, Skipped
 
 from mindwatch.cli import main
-from mindwatch.tools.compare import Check, RunData, display_name, load_runs, report_junit
+from mindwatch.tools.compare import (
+    Check,
+    RunData,
+    checks_lines,
+    display_name,
+    load_runs,
+    report_junit,
+)
 
 
 def compare(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -348,3 +355,213 @@ def test_a_folder_of_runs_lists_each_run_once_not_its_rank_sub_runs(tmp_path: Pa
     runs = load_runs(tmp_path)
     assert sorted(r.folder for r in runs) == [tmp_path / "a", tmp_path / "b"]
     assert all(set(r.frame["run"]) == {r.folder.name} for r in runs)
+
+
+def test_the_table_has_a_column_per_value_and_each_detail_below_its_row() -> None:
+    # Values of different widths: the baseline and run columns are right-aligned, the
+    # change column left-aligned; text in brackets is shown as given, not read as markup.
+    checks = [
+        _check("final loss", "regression", baseline=2.0, run=2.5, limit=2.25, detail="[b]x[/b]"),
+        _check("eval/acc[top1]", "ok", baseline=0.5, run=1012.25, limit=0.45, detail=""),
+        _check("throughput", "skipped", baseline=None, run=None, limit=None, detail="no perf"),
+    ]
+    lines = checks_lines(checks)
+    assert [line.split() for line in lines] == [
+        ["check", "baseline", "run", "change", "limit", "result"],
+        ["final", "loss", "2", "2.5", "+25.0%", "2.25", "REGRESSION"],
+        ["[b]x[/b]"],
+        ["eval/acc[top1]", "0.5", "1012.2", "+202350.0%", "0.45", "ok"],
+        ["throughput", "-", "-", "-", "-", "skipped"],
+        ["no", "perf"],
+    ]
+    heading, first, detail, second, _skipped, _reason = lines
+    assert detail == "    [b]x[/b]"  # a check without detail has no detail line
+
+    def end(line: str, word: str) -> int:
+        return line.index(f" {word} ") + len(word) + 1
+
+    assert end(heading, "baseline") == end(first, "2") == end(second, "0.5")
+    assert end(heading, "run") == end(first, "2.5") == end(second, "1012.2")
+    assert heading.index(" change") == first.index(" +25.0%") == second.index(" +202350.0%")
+    # wrapped to a width: every line fits, each detail line indented by four
+    long = _check("final loss", "ok", detail="median of the last 120 points; limit: tolerance")
+    wrapped = checks_lines([long], width=40)
+    assert all(len(line) <= 40 for line in wrapped)
+    assert len(wrapped) > 3
+    assert all(line.startswith("    ") for line in wrapped[2:])
+    assert " ".join(line.strip() for line in wrapped[2:]) == long.detail
+    assert checks_lines([long])[2] == "    " + long.detail
+
+
+def test_the_json_names_one_baseline_and_keeps_the_config_out_of_the_facts(
+    tmp_path: Path,
+) -> None:
+    import math
+
+    import pandas as pd
+
+    from mindwatch.tools.compare import Tolerances, report_json
+
+    empty = pd.DataFrame({"tag": [], "step": [], "value": []})
+    facts = {"mindspore": "2.10.0", "world_size": 8, "config_hash": "abc", "config": {"lr": 1}}
+    run = RunData(tmp_path / "run", empty, facts)
+    bases = [RunData(tmp_path / f"b{i}", empty, dict(facts)) for i in range(3)]
+    checks = [
+        _check("final loss", "regression", run=math.nan),
+        _check("throughput", "ok"),
+    ]
+    one = report_json(checks, Tolerances(), run, bases[:1])
+    assert one["run"] == str(tmp_path / "run")
+    assert one["baseline"] == str(tmp_path / "b0")
+    assert one["baselines"] == [str(tmp_path / "b0")]
+    assert one["passed"] is False
+    expected = {"mindspore": "2.10.0", "world_size": 8, "config_hash": "abc"}
+    assert one["facts"] == {"run": expected, "baselines": [expected]}
+    assert one["checks"][0]["run"] == "nan"  # JSON has no NaN
+    assert one["checks"][1] == {
+        "name": "throughput",
+        "baseline": 2.0,
+        "run": 2.5,
+        "limit": 2.25,
+        "status": "ok",
+        "detail": "why",
+        "noise": None,
+        "set_by": None,
+        "statistic": "",
+        "sigmas": None,
+        "change": 0.25,
+    }
+    three = report_json(checks[1:], Tolerances(), run, bases)
+    assert three["baseline"] is None
+    assert three["baselines"] == [str(tmp_path / f"b{i}") for i in range(3)]
+    assert three["passed"] is True
+    assert three["facts"]["baselines"] == [expected] * 3
+
+
+def test_a_save_that_cannot_write_is_a_clear_error(tmp_path: Path) -> None:
+    # The baselines folder is a file: nothing can be created below it; the error names the
+    # run, the set and the folder (not a traceback of the clean-up), and the file stays.
+    import mindwatch
+    from mindwatch.tools.compare import CompareError, save
+
+    run = tmp_path / "run"
+    with mindwatch.Monitor(run, {"print_every": 0}) as mon:
+        mon.log_scalars(1, {"train/loss": 1.0})
+    blocked = tmp_path / "baselines"
+    blocked.write_text("not a folder\n")
+    with pytest.raises(CompareError) as caught:
+        save(run, "nightly", blocked)
+    assert str(caught.value).startswith(
+        f"cannot save '{run}' as baseline 'nightly' in '{blocked}': "
+    )
+    assert blocked.read_text() == "not a folder\n"
+
+
+def test_a_config_key_one_side_lacks_shows_as_not_set() -> None:
+    from mindwatch.tools.compare import Change, changes
+
+    run = {"mindspore": "2.10.0", "config": {"lr": 0.1, "warmup": 100}}
+    bases = [
+        {"mindspore": "2.10.0", "config": {"lr": 0.1, "dropout": 0.1}},
+        {"mindspore": "2.10.0", "config": {"lr": 0.2}},
+        {"mindspore": "2.10.0", "config": {"lr": 0.1, "dropout": 0.1}},
+    ]
+    assert changes(run, bases) == [
+        Change("config", "dropout", (0.1, None), None),
+        Change("config", "lr", (0.1, 0.2), 0.1),
+        Change("config", "warmup", (None,), 100),
+    ]
+    assert [c.to_dict()["baseline"] for c in changes(run, bases)] == [
+        [0.1, None],
+        [0.1, 0.2],
+        [None],
+    ]
+
+
+def test_an_unreadable_tolerances_file_is_named_in_the_error(tmp_path: Path) -> None:
+    from mindwatch.tools.compare import CompareError, load_tolerances
+
+    broken = tmp_path / "tol.yaml"
+    broken.write_text("loss_rtol: [1\n")
+    with pytest.raises(CompareError) as caught:
+        load_tolerances(broken, {})
+    assert str(caught.value).startswith(f"cannot read tolerances: '{broken}' is not valid YAML")
+    result = compare(str(tmp_path), "--baseline", str(tmp_path), "--tolerances", str(broken))
+    assert result.exit_code == 2
+    assert f"cannot read tolerances: '{broken}' is not valid YAML" in result.output
+
+
+def _events(folder: Path, last: int = 20) -> Path:
+    from mindwatch.events.writer import EventFileWriter
+
+    with EventFileWriter(folder) as writer:
+        for step in range(1, last + 1):
+            writer.add_scalar("train/loss", 1.0 / step, step)
+    return folder
+
+
+def test_a_folder_mixing_two_runs_is_refused_with_the_command_that_splits_it(
+    tmp_path: Path,
+) -> None:
+    from mindwatch.tools.compare import CompareError, load_run
+
+    mixed = _events(_events(tmp_path / "mixed", 50), 40)
+    second = sorted(p.name for p in mixed.iterdir() if "tfevents" in p.name)[1]
+    with pytest.raises(CompareError) as caught:
+        load_run(mixed)
+    assert str(caught.value) == (
+        f"'{mixed}': 2 runs mixed in one folder: steps 1-50 (1 file), steps 1-40 (1 file). "
+        f"Compare one run, not their mix; to split the folder: mkdir {tmp_path / 'mixed-2'} "
+        f"&& mv {mixed / second} {tmp_path / 'mixed-2'}/"
+    )
+
+
+@pytest.mark.parametrize("count", [2, 5, 6])
+def test_a_folder_of_several_runs_is_not_one_run(tmp_path: Path, count: int) -> None:
+    from mindwatch.tools.compare import CompareError, load_run
+
+    for i in range(count):
+        _events(tmp_path / f"r{i}", 5)
+    with pytest.raises(CompareError) as caught:
+        load_run(tmp_path)
+    names = ", ".join(f"r{i}" for i in range(min(count, 5)))
+    more = "..." if count > 5 else ""
+    assert str(caught.value) == f"'{tmp_path}' holds {count} runs ({names}{more}); pass one of them"
+
+
+def test_a_run_whose_files_hold_fewer_steps_than_it_logged_is_compared_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    import mindwatch
+    from mindwatch.common.invocation import command_line
+    from mindwatch.tools.compare import load_run
+
+    run = tmp_path / "run"
+    with mindwatch.Monitor(run, {"print_every": 0}) as mon:
+        for step in range(1, 21):
+            mon.log_scalars(step, {"train/loss": 1.0 / step})
+    record = json.loads((run / "run.json").read_text())
+    record.update(last_step=30, steps_logged=30)
+    (run / "run.json").write_text(json.dumps(record))
+    caplog.set_level(logging.WARNING, logger="mindwatch")
+    loaded = load_run(run)
+    assert loaded.folder == run
+    assert sorted(set(loaded.frame["step"])) == list(range(1, 21))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"mindwatch: {run}: run.json says the run finished at step 30 after logging 30 steps, "
+        "but its event files hold 20 steps, up to step 20; the comparison uses what they hold "
+        f"(`{command_line('doctor', run)}` says why)"
+    ]
+
+
+def test_the_device_kind_is_the_ranks_else_the_hardware_probes() -> None:
+    from mindwatch.run.record import RunRecord
+    from mindwatch.tools.compare.facts import facts
+
+    probed = {"hardware": {"sources": {"device": "Ascend910B"}}, "world_size": 8}
+    assert facts(RunRecord.model_validate(probed))["device"] == "Ascend910B"
+    ranks = [{"rank": r, "node": "n0", "device": d} for r, d in enumerate(["GPU", "Ascend", "GPU"])]
+    assert facts(RunRecord.model_validate({**probed, "ranks": ranks}))["device"] == "Ascend,GPU"
+    assert facts(RunRecord.model_validate({"hardware": {"sources": {}}}))["device"] is None
