@@ -515,3 +515,39 @@ def test_each_step_gets_its_step_time_and_an_eval_behind_it_leaves_the_clock_alo
     assert all(ms >= pause * 1000 for ms in times.values()), times
     assert [s for s, _ in written["perf/step_time_ms"]] == [1, 2, 3, 4, 5, 6]
     assert "ms/step" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_a_step_beyond_int64_is_refused_by_add_scalar_as_by_every_method(
+    tmp_path: Path, on_disk: bool
+) -> None:
+    """TensorBoard's steps are int64. A plain int out of that range took add_scalar's
+    fast path unchecked: the rules judged step 2**63 and the writer's thread dropped the
+    point with a warning. It is the TypeError naming ``global_step`` that every other
+    method and every other step type gives; the edges themselves are written."""
+    from tests.tbread import scalars
+
+    calls: dict[str, Callable[[Any, int], None]] = {
+        "add_scalar": lambda w, s: w.add_scalar("loss", 0.5, s),
+        "add_scalar new_style": lambda w, s: w.add_scalar("ns", 0.5, s, new_style=True),
+        "add_scalars": lambda w, s: w.add_scalars("pair", {"a": 1.0}, s),
+        "add_text": lambda w, s: w.add_text("notes", "x", s),
+    }
+    with SummaryWriter(tmp_path, write_to_disk=on_disk, config={"print_every": 0}) as w:
+        for name, call in calls.items():
+            for step, shown in [(2**63, "9.223e+18"), (-(2**63) - 1, "-9.223e+18")]:
+                with pytest.raises(TypeError) as caught:
+                    call(w, step)
+                assert str(caught.value) == (
+                    f"mindwatch: global_step must fit in 64 bits (TensorBoard's int64), got {shown}"
+                ), name
+        with pytest.raises(TypeError, match=r"global_step must fit .* over 300 digits"):
+            w.add_scalar("loss", 0.5, 10**400)
+        w.add_scalar("loss", 1.0, -(2**63))
+        w.add_scalar("loss", 2.0, 2**63 - 1)
+    if on_disk:
+        assert scalars(tmp_path)["loss"] == [(-(2**63), 1.0), (2**63 - 1, 2.0)]
+        run = json.loads((tmp_path / "run.json").read_text())
+        assert run["last_step"] == 2**63 - 1
+    else:
+        assert not tmp_path.exists() or not list(tmp_path.iterdir())

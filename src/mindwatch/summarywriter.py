@@ -62,7 +62,7 @@ from mindwatch.events import plugins as pb
 from mindwatch.events.writer import PathLike, absolute_logdir
 from mindwatch.metrics.derived import Timing
 from mindwatch.metrics.tags import tag_for
-from mindwatch.metrics.values import number, step_number
+from mindwatch.metrics.values import INT64, number, step_number
 from mindwatch.monitor import Monitor
 from mindwatch.sinks.items import Scalars
 
@@ -426,7 +426,10 @@ class SummaryWriter:
         if name is None:
             name = self._name(tag)
         value = scalar_value if type(scalar_value) is float else number(tag, scalar_value)
-        step = global_step if type(global_step) is int else self._step(global_step)
+        if type(global_step) is int and -INT64 <= global_step < INT64:  # the fast path
+            step = global_step
+        else:  # None, numpy ints, tensors..., and an int beyond int64: refused as _step does
+            step = self._step(global_step)
         if walltime is None:
             wall = time.time()
         else:  # any number, as torch's (a numpy float, an int, 0: the epoch itself)
