@@ -551,3 +551,100 @@ def test_a_step_beyond_int64_is_refused_by_add_scalar_as_by_every_method(
         assert run["last_step"] == 2**63 - 1
     else:
         assert not tmp_path.exists() or not list(tmp_path.iterdir())
+
+
+def test_the_hparams_go_with_the_first_step_and_run_json_counts_steps_as_log_step(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writer keeps the Monitor's step bookkeeping as log_step does: the hparams
+    collected before the first step are TensorBoard's set (a later one is run.json's
+    only, with a warning), and run.json's ``last_step`` and ``steps_logged`` are
+    log_step's for the same steps (an evaluation at an earlier step counts as one)."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    steps = [1, 2, 3, 1, 4]  # step 1 again: its evaluation
+    runs = {}
+    with caplog.at_level(logging.WARNING, logger="mindwatch"):
+        with SummaryWriter(tmp_path / "writer", config={"print_every": 0}) as w:
+            w.monitor.log_hparams(lr=0.5)
+            for i, step in enumerate(steps):
+                w.add_scalar("loss", 1.0 / step, step)
+                w.add_scalar("acc", 0.5, step)
+                if i == 0:
+                    w.monitor.log_hparams(late=1)
+        with mindwatch.Monitor(tmp_path / "monitor", {"print_every": 0}) as mon:
+            for step in steps:
+                mon.log_step(step, loss=1.0 / step, acc=0.5)
+        for name in ("writer", "monitor"):
+            run = json.loads((tmp_path / name / "run.json").read_text())
+            runs[name] = (run["last_step"], run["steps_logged"])
+    assert runs["writer"] == runs["monitor"] == (4, 5)
+    late = [r.getMessage() for r in caplog.records if "after the first step" in r.getMessage()]
+    assert late == [
+        "mindwatch: hparams ['late'] arrived after the first step; they are in run.json, "
+        "but TensorBoard's HPARAMS dashboard keeps the set written first"
+    ]
+    [(step, value)] = summary_values(tmp_path / "writer", migrated=False)[
+        "_hparams_/session_start_info"
+    ]
+    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+    hparams = {key: v.number_value for key, v in data.session_start_info.hparams.items()}
+    assert (step, hparams) == (0, {"lr": 0.5})
+
+
+def test_a_value_of_the_last_step_after_close_reopens_with_its_walltime(tmp_path: Path) -> None:
+    """close(), then more values of the step logged last (its evaluation, say): the run
+    reopens, the first value keeps the caller's walltime and the next one, given none,
+    is written at the time it was logged, not the first one's."""
+    w = SummaryWriter(tmp_path, config={"print_every": 0})
+    w.add_scalar("loss", 1.0, 3, walltime=1000.0)
+    w.close()
+    w.add_scalar("eval/loss", 2.0, 3, walltime=2000.0)
+    w.add_scalar("eval/acc", 0.5, 3)
+    w.close()
+    from tests.test_summarywriter_values import read_events
+
+    found = read_events(tmp_path)
+    assert [(s, wall, v.simple_value) for s, wall, v in found["eval/loss"]] == [(3, 2000.0, 2.0)]
+    assert [(s, wall) for s, wall, _ in found["loss"]] == [(3, 1000.0)]
+    [(step, wall, _)] = found["eval/acc"]
+    assert step == 3
+    assert wall > 1_000_000_000  # now
+
+
+def test_each_method_without_meaning_here_says_what_to_do_instead(tmp_path: Path) -> None:
+    with SummaryWriter(tmp_path, config={"print_every": 0}) as w:
+        for call, message in [
+            (
+                lambda: w.add_graph(object()),
+                "add_graph is not supported: it traces a torch.nn.Module. For a MindSpore "
+                "network's graph, export it with mindspore.export(net, *inputs, "
+                "file_name='net', file_format='MINDIR') and open net.mindir in Netron, or set "
+                "mindspore.set_context(save_graphs=True)",
+            ),
+            (
+                lambda: w.add_onnx_graph("net.onnx"),
+                "add_onnx_graph is not supported: export a MindSpore network with "
+                "mindspore.export(net, *inputs, file_name='net', file_format='ONNX') and open "
+                "net.onnx in Netron",
+            ),
+            (
+                lambda: w.add_video("v", np.zeros((1, 2, 3, 4, 4))),
+                "add_video is not supported: encoding video needs moviepy, which mindwatch "
+                "does not depend on; log frames with add_images(tag, frames, step, "
+                "dataformats='NCHW') instead",
+            ),
+            (
+                lambda: w.add_mesh("m", np.zeros((1, 3, 3))),
+                "add_mesh is not supported: mindwatch writes no meshes; log their statistics "
+                "as scalars",
+            ),
+            (
+                lambda: w.add_image_with_boxes("b", IMAGE_CHW, np.zeros((1, 4))),
+                "add_image_with_boxes is not supported: draw the boxes into the image (e.g. "
+                "with PIL.ImageDraw) and log it with add_image",
+            ),
+        ]:
+            with pytest.raises(NotImplementedError) as caught:
+                call()
+            assert str(caught.value) == f"mindwatch.SummaryWriter.{message}"

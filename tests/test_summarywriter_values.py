@@ -471,6 +471,56 @@ def test_add_histogram_refuses_what_has_no_histogram(tmp_path: Path) -> None:
             w.add_histogram("h", torch.zeros(0), 1)
 
 
+def test_every_argument_that_is_not_real_numbers_is_refused_naming_that_argument(
+    tmp_path: Path,
+) -> None:
+    """Complex numbers in each array argument, text in each number argument: the
+    TypeError names the argument the user passed (and, for complex numbers, what it
+    was: a dtype, or the Python type of a list)."""
+    z = np.array([1 + 2j, 3j, 0.5 + 0j])
+    pixels = np.full((3, 5, 4), 0.5 + 1j)
+    labels, predictions = np.array([0, 1, 1]), np.array([0.25, 0.75, 0.5])
+    raw = [0.0, 2.0, 3, 3.0, 5.0, [1.0, 2.0], [2, 1]]  # min, max, num, sum, sum_squares...
+    calls: list[tuple[str, Callable[[Any], None]]] = [
+        ("snd_tensor holds complex numbers (complex128)", lambda w: w.add_audio("a", z, 1)),
+        ("img_tensor holds complex numbers (complex128)", lambda w: w.add_image("i", pixels)),
+        (
+            "img_tensor holds complex numbers (<class 'list'>)",
+            lambda w: w.add_images("i", [pixels, pixels], 1, dataformats="CHW"),
+        ),
+        (
+            "add_histogram's values holds complex numbers (<class 'list'>)",
+            lambda w: w.add_histogram("h", [1 + 2j, 3j], 1),
+        ),
+        ("labels holds complex", lambda w: w.add_pr_curve("p", z, predictions, 1)),
+        ("predictions holds complex", lambda w: w.add_pr_curve("p", labels, z, 1)),
+        ("weights holds complex", lambda w: w.add_pr_curve("p", labels, predictions, 1, 3, z)),
+    ]
+    for i, key in enumerate(["min", "max", "num", "sum", "sum_squares"]):
+        args = [*raw[:i], "x", *raw[i + 1 :]]
+        calls.append(
+            (f"'{key}' must be a number", lambda w, a=args: w.add_histogram_raw("r", *a, 1))
+        )
+    for i, key in enumerate(["bucket_limits", "bucket_counts"]):
+        args = [*raw[: 5 + i], z, *raw[6 + i :]]
+        calls.append((f"{key} holds complex", lambda w, a=args: w.add_histogram_raw("r", *a, 1)))
+    with SummaryWriter(tmp_path, config=QUIET) as w:
+        for want, call in calls:
+            with pytest.raises(TypeError) as caught:
+                call(w)
+            assert str(caught.value).startswith(f"mindwatch: {want}"), str(caught.value)
+    assert set(read_events(tmp_path)) == {"mindwatch/config"}  # nothing half-written
+
+
+def test_bytes_that_are_not_numbers_reach_the_reader_unchanged() -> None:
+    """A void dtype of ml_dtypes' kind becomes float32; raw bytes (numpy's ``V``) are
+    no numbers: left as they are, for the method's reader to refuse."""
+    from mindwatch.summarywriter import as_array
+
+    raw = np.array([b"ab", b"cd"], dtype="V2")
+    assert as_array(raw) is raw
+
+
 IMAGE_DTYPES_NUMPY = ["uint8", "float16", "float32", "float64"]
 IMAGE_DTYPES_TORCH = [*IMAGE_DTYPES_NUMPY, "bfloat16"]
 # dataformats -> a shape in it (H=5, W=4; C and N as given); torch's names, any case.
@@ -574,13 +624,15 @@ def test_add_images_takes_a_list_of_images_as_tensorboardx_does(tmp_path: Path) 
     def case(w: Any) -> None:
         w.add_images("chw", chw, 1, dataformats="CHW")
         w.add_images("hwc", hwc, 2, dataformats="HWC")
+        w.add_images("one", chw[1:2], 3, dataformats="CHW")  # a list of one tensor
 
     with SummaryWriter(tmp_path / "ours", config=QUIET) as w:
         case(w)
     with X(str(tmp_path / "x")) as w:
         case(w)
     ours, theirs = read_events(tmp_path / "ours"), read_events(tmp_path / "x")
-    for tag in ("chw", "hwc"):
+    assert (ours["one"][0][2].image.height, ours["one"][0][2].image.width) == (5, 4)
+    for tag in ("chw", "hwc", "one"):
         assert [(s, v.image) for s, _, v in ours[tag]] == [(s, v.image) for s, _, v in theirs[tag]]
 
 
@@ -852,6 +904,23 @@ def test_every_method_writes_the_callers_walltime(
         found.append(walls)
     assert found[0] == found[1]
     assert all(walls == [want] for walls in found[0])
+
+
+def test_one_run_keeps_every_methods_walltime(tmp_path: Path) -> None:
+    """Every method in one test body, with a walltime each: the module fixture above is
+    built inside whichever test comes first, so a method that dropped the walltime
+    would be caught only by its own parametrized case (and mutation testing, which runs
+    the tests that reached a function, would not run that one)."""
+    calls = _walltime_calls()
+    with SummaryWriter(tmp_path, config=QUIET) as w:
+        for i, (method, call) in enumerate(calls.items()):
+            call(w, method, 1_000_000 + i + 0.25)
+        w.add_scalars("pair", {"a": 1.0}, 1, 7.5)
+    found = read_events(tmp_path)
+    for i, method in enumerate(calls):
+        [tag] = [t for t in found if t.split("/")[0] == method]
+        assert [wall for _, wall, _ in found[tag]] == [1_000_000 + i + 0.25], method
+    assert [wall for _, wall, _ in read_events(tmp_path / "pair_a")["pair"]] == [7.5]
 
 
 def test_scalars_of_one_step_with_different_walltimes_keep_each_its_own(tmp_path: Path) -> None:
