@@ -916,10 +916,18 @@ def test_one_run_keeps_every_methods_walltime(tmp_path: Path) -> None:
         for i, (method, call) in enumerate(calls.items()):
             call(w, method, 1_000_000 + i + 0.25)
         w.add_scalars("pair", {"a": 1.0}, 1, 7.5)
+        for kind, walltime in WALLTIMES.items():  # add_scalar's fast path takes floats only
+            w.add_scalar(f"kinds/{kind}", 0.5, 2, walltime())
+        for method, call in calls.items():  # text is no time: refused at the call
+            with pytest.raises(TypeError, match="'walltime' must be a number, got the string"):
+                call(w, f"text/{method}", "1700000000")
     found = read_events(tmp_path)
     for i, method in enumerate(calls):
         [tag] = [t for t in found if t.split("/")[0] == method]
         assert [wall for _, wall, _ in found[tag]] == [1_000_000 + i + 0.25], method
+    for kind, walltime in WALLTIMES.items():
+        assert [wall for _, wall, _ in found[f"kinds/{kind}"]] == [float(walltime())], kind
+    assert not [tag for tag in found if tag.startswith("text/")]
     assert [wall for _, wall, _ in read_events(tmp_path / "pair_a")["pair"]] == [7.5]
 
 
