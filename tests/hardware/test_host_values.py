@@ -268,22 +268,22 @@ def _refused(*args: object, **kwargs: object) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("counter", "tag", "owner", "attribute"),
+    "case",
     [
-        ("cpu_percent", "hw/cpu_percent", psutil.Process, "cpu_percent"),
-        ("rss_mb", "hw/rss_mb", psutil.Process, "memory_info"),
-        ("host_mem_available_mb", "hw/host_mem_available_mb", psutil, "virtual_memory"),
+        ("cpu_percent", psutil.Process, "cpu_percent"),
+        ("rss_mb", psutil.Process, "memory_info"),
+        ("host_mem_available_mb", psutil, "virtual_memory"),
     ],
+    ids=lambda case: str(case[0]) if isinstance(case, tuple) else "",
 )
 def test_a_refused_counter_is_named_in_its_one_warning(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-    counter: str,
-    tag: str,
-    owner: Any,
-    attribute: str,
+    case: tuple[str, Any, str],
 ) -> None:
+    counter, owner, attribute = case
+    tag = f"hw/{counter}"
     replay = Replay([part("/dev/vda", "/")], monkeypatch)
     monkeypatch.setattr(owner, attribute, _refused)
     with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.host"):

@@ -304,9 +304,9 @@ def test_a_probe_without_a_name_is_named_by_its_type(caplog: pytest.LogCaptureFi
         def __call__(self) -> dict[str, float]:
             raise RuntimeError("no device")
 
-    with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler"):
-        with Sampler([Reader()], 0.02) as sampler:
-            wait_for(sampler, lambda s: s.seq >= 3)
+    warnings = caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler")
+    with warnings, Sampler([Reader()], 0.02) as sampler:
+        wait_for(sampler, lambda s: s.seq >= 3)
     assert "error:Reader" in sampler.warnings
     assert [r.getMessage() for r in caplog.records] == [
         "mindwatch: hardware probe 'Reader' failed (RuntimeError: no device); it is "
@@ -320,9 +320,9 @@ def test_a_probe_that_returns_no_mapping_is_named_and_the_others_go_on(
     def listing() -> dict[str, float]:
         return [1.0, 2.0]  # type: ignore[return-value]
 
-    with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler"):
-        with Sampler({"good": counter, "listing": listing}, 0.02) as sampler:
-            sample = wait_for(sampler, lambda s: s.seq >= 3)
+    warnings = caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler")
+    with warnings, Sampler({"good": counter, "listing": listing}, 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 3)
     assert set(sample.values) == {"hw/good"}
     assert [r.getMessage() for r in caplog.records] == [
         "mindwatch: hardware probe 'listing' returned list, not a {tag: number} mapping"
@@ -344,10 +344,10 @@ def test_a_failing_sample_is_warned_once_and_sampling_goes_on(
         return growth_stats(times, values)
 
     monkeypatch.setattr(sampler_module, "growth_stats", broken_stats)
-    with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler"):
-        with Sampler([counter], 0.02) as sampler:
-            sample = wait_for(sampler, lambda s: s.seq >= 6)
-    assert sample.seq >= 6 and sample.values["hw/good"] >= 6
+    warnings = caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler")
+    with warnings, Sampler([counter], 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 6)
+    assert sample.values["hw/good"] >= 6  # the probe was read at every tick
     assert sampler.warnings["sampler"] == 4
     assert [r.getMessage() for r in caplog.records] == [
         "mindwatch: hardware sampling failed: ZeroDivisionError: boom"
@@ -395,7 +395,8 @@ def test_the_rising_share_counts_small_rises_too() -> None:
     assert stats.rising_share == 1.0
     assert stats.per_minute == pytest.approx(3.0)
     falling = growth_stats(times, [400.0 - 0.5 * i for i in range(12)])
-    assert falling is not None and falling.rising_share == 0.0
+    assert falling is not None
+    assert falling.rising_share == 0.0
 
 
 def test_a_long_window_is_thinned_evenly_over_all_of_it() -> None:

@@ -222,8 +222,7 @@ def test_a_telemetry_that_cannot_start_is_off_with_a_warning_that_says_why(
     with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.telemetry"):
         assert telemetry.open_telemetry(HardwareSettings(), tmp_path, rank=0) is None
     assert [r.getMessage() for r in caplog.records] == [
-        "mindwatch: hardware telemetry is off: it could not start "
-        "(RuntimeError('no psutil here'))"
+        "mindwatch: hardware telemetry is off: it could not start (RuntimeError('no psutil here'))"
     ]
 
 
