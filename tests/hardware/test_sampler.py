@@ -408,3 +408,33 @@ def test_a_long_window_is_thinned_evenly_over_all_of_it() -> None:
     stats = growth_stats(times, [t * t for t in times])
     assert stats is not None
     assert stats.per_minute == pytest.approx(60.0 * times[-1], rel=0.01)
+
+
+def test_a_value_float_cannot_hold_is_dropped_and_the_rest_of_the_sample_kept(
+    counter: Callable[[], dict[str, float]], caplog: pytest.LogCaptureFixture
+) -> None:
+    # float() of an int beyond its range raises OverflowError, and a value's own
+    # __float__ may raise anything; either used to end the whole tick (every probe's
+    # values lost, at every tick), not just the one value.
+    class Unreadable:
+        def __float__(self) -> float:
+            raise RuntimeError("device lost")
+
+    def odd() -> dict[str, float]:
+        return {"hw/huge": 10**400, "hw/kept": 2.0}  # type: ignore[dict-item]
+
+    def device() -> dict[str, float]:
+        return {"hw/gone": Unreadable(), "hw/mem": 3.0}  # type: ignore[dict-item]
+
+    warnings = caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler")
+    with warnings, Sampler({"good": counter, "odd": odd, "device": device}, 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 3)
+    assert set(sample.values) == {"hw/good", "hw/kept", "hw/mem"}
+    assert (sample.values["hw/kept"], sample.values["hw/mem"]) == (2.0, 3.0)
+    assert "sampler" not in sampler.warnings
+    messages = sorted(r.getMessage() for r in caplog.records)
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("mindwatch: hardware probe 'device' gave hw/gone = <")
+    assert messages[1] == (
+        f"mindwatch: hardware probe 'odd' gave hw/huge = {10**400!r}, not a number; it is left out"
+    )
