@@ -194,7 +194,10 @@ def test_a_mount_table_that_cannot_be_read_falls_back_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.host"):
         probe = HostProbe(tmp_path)
     assert probe.sources["disk"] == "all disks"
-    assert any("disk rates are the whole host's" in r.getMessage() for r in caplog.records)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"mindwatch: hardware: cannot map {os.path.realpath(tmp_path)} to a disk "
+        f"(AccessDenied: {psutil.AccessDenied(os.getpid())}); disk rates are the whole host's"
+    ]
 
 
 # ------------------------------------------------------------------ this host, for real
@@ -255,3 +258,63 @@ def test_real_writes_raise_the_write_rate_and_real_reads_the_read_rate(
     assert read["hw/disk_read_mb_s"] >= size
     # Rates swapped would need another process to read 32 MiB while we wrote and write
     # 32 MiB while we read; the recorded test above pins the fields exactly.
+
+
+# ------------------------------------------------------------------ what a failure says
+
+
+def _refused(*args: object, **kwargs: object) -> Any:
+    raise psutil.AccessDenied(os.getpid())
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("cpu_percent", psutil.Process, "cpu_percent"),
+        ("rss_mb", psutil.Process, "memory_info"),
+        ("host_mem_available_mb", psutil, "virtual_memory"),
+    ],
+    ids=lambda case: str(case[0]) if isinstance(case, tuple) else "",
+)
+def test_a_refused_counter_is_named_in_its_one_warning(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    case: tuple[str, Any, str],
+) -> None:
+    counter, owner, attribute = case
+    tag = f"hw/{counter}"
+    replay = Replay([part("/dev/vda", "/")], monkeypatch)
+    monkeypatch.setattr(owner, attribute, _refused)
+    with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.host"):
+        readings = replay.readings(HostProbe(tmp_path))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1, messages
+    assert messages[0].startswith(
+        f"mindwatch: hardware: {counter} is not available here (AccessDenied: "
+    ), messages
+    assert messages[0].endswith("; it is left out")
+    for values in readings:
+        assert tag not in values
+    assert readings[-1]["hw/disk_read_mb_s"] == rate(VDA, "read_bytes", 2)  # the others go on
+
+
+def test_a_host_with_no_disk_counters_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    replay = Replay([part("overlay", "/", "overlay")], monkeypatch)
+    monkeypatch.setattr(
+        psutil,
+        "disk_io_counters",
+        lambda perdisk=False, nowrap=True: {} if perdisk else None,  # psutil's "none here"
+    )
+    with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.host"):
+        probe = HostProbe(tmp_path)
+        readings = replay.readings(probe)
+    assert probe.sources["disk"] == "all disks"
+    assert [r.getMessage() for r in caplog.records] == [
+        "mindwatch: hardware: disk_io is not available here (NotImplementedError: psutil "
+        "found no disk counters); it is left out"
+    ]
+    assert not [tag for values in readings for tag in values if tag.startswith("hw/disk_")]
+    assert readings[-1]["hw/net_recv_mb_s"] == rate(NET, "bytes_recv", 2)

@@ -289,3 +289,152 @@ def test_probes_with_the_same_name_are_both_read() -> None:
     with Sampler([one, two], 0.02) as sampler:
         sample = wait_for(sampler, lambda s: s.seq >= 3, limit_s=10)
     assert dict(sample.values) == {"hw/one": 1.0, "hw/two": 2.0}
+
+
+# -- what the sampler says, and what it keeps, when something is wrong ---------------------
+
+
+def test_a_probe_that_is_not_callable_is_refused_naming_its_type() -> None:
+    with pytest.raises(TypeError, match=r"^probe 'card' must be callable, got int$"):
+        Sampler({"card": 3}, 1.0)  # type: ignore[dict-item]
+
+
+def test_a_probe_without_a_name_is_named_by_its_type(caplog: pytest.LogCaptureFixture) -> None:
+    class Reader:  # a callable instance: no ``name``, no ``__name__``
+        def __call__(self) -> dict[str, float]:
+            raise RuntimeError("no device")
+
+    warnings = caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler")
+    with warnings, Sampler([Reader()], 0.02) as sampler:
+        wait_for(sampler, lambda s: s.seq >= 3)
+    assert "error:Reader" in sampler.warnings
+    assert [r.getMessage() for r in caplog.records] == [
+        "mindwatch: hardware probe 'Reader' failed (RuntimeError: no device); it is "
+        "skipped for this sample and tried again at the next"
+    ]
+
+
+def test_a_probe_that_returns_no_mapping_is_named_and_the_others_go_on(
+    counter: Callable[[], dict[str, float]], caplog: pytest.LogCaptureFixture
+) -> None:
+    def listing() -> dict[str, float]:
+        return [1.0, 2.0]  # type: ignore[return-value]
+
+    warnings = caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler")
+    with warnings, Sampler({"good": counter, "listing": listing}, 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 3)
+    assert set(sample.values) == {"hw/good"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "mindwatch: hardware probe 'listing' returned list, not a {tag: number} mapping"
+    ]
+
+
+def test_a_failing_sample_is_warned_once_and_sampling_goes_on(
+    counter: Callable[[], dict[str, float]],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import mindwatch.hardware.sampler as sampler_module
+
+    failures = itertools.count(1)
+
+    def broken_stats(times: Any, values: Any) -> Any:
+        if next(failures) <= 4:  # a bug in the sampler's own work, for four ticks
+            raise ZeroDivisionError("boom")
+        return growth_stats(times, values)
+
+    monkeypatch.setattr(sampler_module, "growth_stats", broken_stats)
+    warnings = caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler")
+    with warnings, Sampler([counter], 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 6)
+    assert sample.values["hw/good"] >= 6  # the probe was read at every tick
+    assert sampler.warnings["sampler"] == 4
+    assert [r.getMessage() for r in caplog.records] == [
+        "mindwatch: hardware sampling failed: ZeroDivisionError: boom"
+    ]
+
+
+def test_the_sampler_and_its_probes_run_on_daemon_threads(
+    counter: Callable[[], dict[str, float]],
+) -> None:
+    # A program that never closes its sampler still exits.
+    before = set(threading.enumerate())
+    with Sampler({"good": counter}, 0.02) as sampler:
+        wait_for(sampler, lambda s: s.seq >= 2)
+        ours = [t for t in set(threading.enumerate()) - before if t.name.startswith("mindwatch-hw")]
+        assert sorted(t.name for t in ours) == ["mindwatch-hw", "mindwatch-hw-good"]
+        assert all(t.daemon for t in ours)
+
+
+def test_an_added_probe_joins_the_others_and_one_of_the_same_name_replaces_it(
+    counter: Callable[[], dict[str, float]],
+) -> None:
+    def device() -> dict[str, float]:
+        return {"hw/device_mb": 1.0}
+
+    def moved() -> dict[str, float]:
+        return {"hw/device_mb": 2.0}
+
+    with Sampler({"good": counter}, 0.02) as sampler:
+        sampler.add_probe("device", device)
+        both = wait_for(sampler, lambda s: s.values.get("hw/device_mb") == 1.0)
+        sampler.add_probe("device", moved)  # the adapter's device changed
+        after = wait_for(sampler, lambda s: s.values.get("hw/device_mb") == 2.0)
+        later = wait_for(sampler, lambda s: s.seq >= after.seq + 3)
+    assert set(both.values) == {"hw/good", "hw/device_mb"}
+    assert set(after.values) == {"hw/good", "hw/device_mb"}
+    assert later.values["hw/device_mb"] == 2.0  # the replaced probe is read no more
+
+
+def test_the_rising_share_counts_small_rises_too() -> None:
+    # RSS moving by half a MB per sample rises at every step; a share that counted only
+    # rises above 1 MB would read this leak as flat.
+    times = [10.0 * i for i in range(12)]
+    stats = growth_stats(times, [400.0 + 0.5 * i for i in range(12)])
+    assert stats is not None
+    assert stats.rising_share == 1.0
+    assert stats.per_minute == pytest.approx(3.0)
+    falling = growth_stats(times, [400.0 - 0.5 * i for i in range(12)])
+    assert falling is not None
+    assert falling.rising_share == 0.0
+
+
+def test_a_long_window_is_thinned_evenly_over_all_of_it() -> None:
+    # y = t**2: the slope between two samples is t_i + t_j, and the median of those sums
+    # over the whole window [0, T] is T. Points from only part of the window would give
+    # another median (from [0.2 T, T]: 1.2 T).
+    n = 5 * MAX_PAIRWISE_POINTS
+    times = [0.1 * i for i in range(n)]
+    stats = growth_stats(times, [t * t for t in times])
+    assert stats is not None
+    assert stats.per_minute == pytest.approx(60.0 * times[-1], rel=0.01)
+
+
+def test_a_value_float_cannot_hold_is_dropped_and_the_rest_of_the_sample_kept(
+    counter: Callable[[], dict[str, float]], caplog: pytest.LogCaptureFixture
+) -> None:
+    # float() of an int beyond its range raises OverflowError, and a value's own
+    # __float__ may raise anything; either used to end the whole tick (every probe's
+    # values lost, at every tick), not just the one value.
+    class Unreadable:
+        def __float__(self) -> float:
+            raise RuntimeError("device lost")
+
+    def odd() -> dict[str, float]:
+        return {"hw/huge": 10**400, "hw/kept": 2.0}  # type: ignore[dict-item]
+
+    def device() -> dict[str, float]:
+        return {"hw/gone": Unreadable(), "hw/mem": 3.0}  # type: ignore[dict-item]
+
+    warnings = caplog.at_level(logging.WARNING, logger="mindwatch.hardware.sampler")
+    with warnings, Sampler({"good": counter, "odd": odd, "device": device}, 0.02) as sampler:
+        sample = wait_for(sampler, lambda s: s.seq >= 3)
+    assert set(sample.values) == {"hw/good", "hw/kept", "hw/mem"}
+    assert (sample.values["hw/kept"], sample.values["hw/mem"]) == (2.0, 3.0)
+    assert "sampler" not in sampler.warnings
+    messages = sorted(r.getMessage() for r in caplog.records)
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("mindwatch: hardware probe 'device' gave hw/gone = <")
+    assert messages[1] == (
+        f"mindwatch: hardware probe 'odd' gave hw/huge = {10**400!r}, not a number; it is left out"
+    )

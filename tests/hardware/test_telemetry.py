@@ -4,6 +4,7 @@ the interval's last step on every rank under reduction (spread and outlier rank)
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import time
@@ -151,8 +152,13 @@ def test_a_hanging_npu_smi_costs_a_warning_and_never_stalls_logging(
     assert len(curves["train/loss"]) == 149
     assert curves["hw/rss_mb"]  # the host probe went on
     assert not [tag for tag in curves if tag.startswith("hw/npu_")]
-    slow = [r for r in caplog.records if "npu" in r.getMessage()]
+    slow = [r.getMessage() for r in caplog.records if "npu" in r.getMessage()]
     assert 1 <= len(slow) <= 2  # the probe past its budget, and npu-smi killed
+    # The probe is named as the sources name it, so its warnings can be matched to them.
+    assert (
+        "mindwatch: hardware probe 'npu_smi' took longer than its 0.5 s budget; it is "
+        "skipped until it returns (raise hardware.period_s if it is always this slow)"
+    ) in slow
 
 
 def test_run_json_names_the_disk_holding_the_run_folder(tmp_path: Path) -> None:
@@ -199,3 +205,37 @@ def test_on_four_ranks_a_tie_for_the_hottest_names_the_lowest(tmp_path: Path) ->
     assert {v for _, v in curves["ranks/npu_temp_c_argmax"]} == {1.0}
     assert {v for _, v in curves["ranks/npu_temp_c_min"]} == {40.0}
     assert {v for _, v in curves["ranks/npu_temp_c_mean"]} == {55.0}
+
+
+def test_a_telemetry_that_cannot_start_is_off_with_a_warning_that_says_why(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import mindwatch.hardware.telemetry as telemetry
+    from mindwatch.config.hardware import HardwareSettings
+
+    def broken(path: object) -> None:
+        raise RuntimeError("no psutil here")
+
+    monkeypatch.setattr(telemetry, "HostProbe", broken)
+    with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.telemetry"):
+        assert telemetry.open_telemetry(HardwareSettings(), tmp_path, rank=0) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "mindwatch: hardware telemetry is off: it could not start (RuntimeError('no psutil here'))"
+    ]
+
+
+def test_run_json_says_npu_smi_was_not_found(tmp_path: Path) -> None:
+    from mindwatch.config.hardware import HardwareSettings
+    from mindwatch.hardware.telemetry import open_telemetry
+
+    facts: list[dict[str, object]] = []
+    settings = HardwareSettings(period_s=60, npu_smi_path=str(tmp_path / "no" / "npu-smi"))
+    found = open_telemetry(settings, tmp_path, rank=0, record=lambda **kw: facts.append(kw))
+    assert found is not None
+    found.close()
+    sources = facts[-1]["hardware"]["sources"]  # type: ignore[index]
+    assert sources["npu_smi"] == "not found (no Ascend NPU telemetry)"
+    assert sources["host"] == "psutil"
+    assert sources["net"] == "all interfaces"

@@ -290,9 +290,12 @@ class Sampler:
             return values
         for key, value in items:
             tag = key if str(key).startswith("hw/") else f"hw/{key}"
+            # Any error, not only TypeError and ValueError: an int beyond a float's range
+            # raises OverflowError, a value's own __float__ may raise anything, and an
+            # error let through here would cost every probe's values, tick after tick.
             try:
                 values[tag] = float(value)
-            except (TypeError, ValueError):
+            except Exception:
                 self._warn(
                     f"value:{name}",
                     "mindwatch: hardware probe %r gave %s = %r, not a number; it is left out",
