@@ -184,13 +184,14 @@ def test_a_device_mapper_name_is_matched_through_its_link(
     assert HostProbe(tmp_path).sources["disk"] == "dm-0"
 
 
+def _refused(*args: object, **kwargs: object) -> Any:
+    raise psutil.AccessDenied(os.getpid())
+
+
 def test_a_mount_table_that_cannot_be_read_falls_back_with_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def refused(all: bool = False) -> None:
-        raise psutil.AccessDenied(os.getpid())
-
-    monkeypatch.setattr(psutil, "disk_partitions", refused)
+    monkeypatch.setattr(psutil, "disk_partitions", _refused)
     with caplog.at_level(logging.WARNING, logger="mindwatch.hardware.host"):
         probe = HostProbe(tmp_path)
     assert probe.sources["disk"] == "all disks"
@@ -261,10 +262,6 @@ def test_real_writes_raise_the_write_rate_and_real_reads_the_read_rate(
 
 
 # ------------------------------------------------------------------ what a failure says
-
-
-def _refused(*args: object, **kwargs: object) -> Any:
-    raise psutil.AccessDenied(os.getpid())
 
 
 @pytest.mark.parametrize(
