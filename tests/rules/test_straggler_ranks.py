@@ -30,7 +30,7 @@ def _job(logdir: Path, slow: set[int]) -> None:
 
     def rank_main(rank: int) -> None:
         with mindwatch.Monitor(logdir, config, collective=group.member(rank)) as mon:
-            for step in range(1, 301):
+            for step in range(1, 401):
                 values: dict[str, Any] = {}
                 if step % 10 == 0:
                     late = step > ONSET
@@ -65,9 +65,10 @@ def _watched(logdir: Path) -> list[dict[str, Any]]:
 
 
 def test_the_slow_rank_of_five_is_named_in_the_job_and_by_the_watcher(tmp_path: Path) -> None:
-    """Intervals of 122 ms once slow: 9 of them span 1 s (160, ..., 240)."""
+    """Intervals of 122 ms once slow: 17 of them span the 2 s of min_seconds (160, ...,
+    320)."""
     _job(tmp_path / "job", {3})
-    expected = [(240, 3, 0.0, 9, 1.098)]
+    expected = [(320, 3, 0.0, 17, 2.074)]
     assert _straggler(_in_job(tmp_path / "job")) == expected
     assert _straggler(_watched(tmp_path / "job")) == expected
 
@@ -77,7 +78,7 @@ def test_two_equally_slow_ranks_name_one_of_them(tmp_path: Path) -> None:
     tie rule decides which), never a healthy rank."""
     _job(tmp_path / "job", {1, 4})
     ((step, rank, value, intervals, _),) = _straggler(_in_job(tmp_path / "job"))
-    assert (step, value, intervals) == (240, 0.0, 9)
+    assert (step, value, intervals) == (320, 0.0, 17)
     assert rank in (1, 4)
 
 
