@@ -180,10 +180,13 @@ FOLDER_KEY = "mindwatch_schedule"
 # ran several times slower than the others, and the spread then hid a tenfold slowdown
 # (seen: a 6.6 times slower run passed). Tests that measure speed take the machine
 # for themselves (the ``machine_to_itself`` fixture, for their whole module); every test
-# of tests/mindspore and tests/mindformers (each trains a real model) takes a shared
-# hold, so none of them runs meanwhile: a reader-writer lock on two files of the
-# schedule's folder (flock), the first a turnstile so that a waiting writer is not
-# starved by readers arriving. Other tests go on. Without xdist there is nothing to do.
+# of tests/mindspore and tests/mindformers, and every test marked ``mindspore`` or
+# ``distributed`` elsewhere (each trains a real model: the rules' scorecard trains two
+# runs at once and one beside a spinning process; while it was not held off, a seed's
+# demo run was once 6 times slower than its baselines), takes a shared hold, so none runs
+# meanwhile: a reader-writer lock on two files of the schedule's folder (flock), the
+# first a turnstile so that a waiting writer is not starved by readers arriving.
+# Other tests go on. Without xdist there is nothing to do.
 
 _exclusive_held = False
 
@@ -197,7 +200,9 @@ def _lock_files(config: pytest.Config) -> tuple[Path, Path] | None:
 
 
 def _heavy(item: pytest.Item) -> bool:
-    return item.nodeid.startswith(("tests/mindspore/", "tests/mindformers/"))
+    if item.nodeid.startswith(("tests/mindspore/", "tests/mindformers/")):
+        return True
+    return any(item.get_closest_marker(name) for name in ("mindspore", "distributed"))
 
 
 @pytest.fixture(scope="module")

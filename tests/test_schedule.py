@@ -109,6 +109,7 @@ pytestmark = pytest.mark.usefixtures("machine_to_itself")
 
 @pytest.mark.parametrize("i", range(3))
 def test_measures(i):
+    (LOG.parent / "measuring").touch()
     span(f"measures {i}")
 """
 )
@@ -124,13 +125,33 @@ def test_trains(i):
 )
 
 
+MARKED = (
+    TRAINS
+    + """
+
+pytestmark = pytest.mark.mindspore
+
+def test_trains_too():
+    # Waits (up to 5 s) for the measuring module to begin: it may not while this test
+    # runs, so the wait times out and the span follows it.
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and not (LOG.parent / "measuring").exists():
+        time.sleep(0.05)
+    span("trains elsewhere", hold=0.3)
+"""
+)
+
+
 def test_a_test_that_measures_speed_never_overlaps_one_that_trains(tmp_path: Path) -> None:
-    """Spans are compared, not timed: no test under tests/mindspore/ runs while the
-    module that has the machine to itself runs its tests."""
+    """Spans are compared, not timed: no test under tests/mindspore/, nor one marked
+    ``mindspore`` in another folder, runs while the module that has the machine to
+    itself runs its tests."""
     folder = tmp_path / "tests" / "mindspore"
     folder.mkdir(parents=True)
     (folder / "test_measures.py").write_text(MEASURES)
     (folder / "test_others.py").write_text(OTHERS)
+    (tmp_path / "tests" / "rules").mkdir()
+    (tmp_path / "tests" / "rules" / "test_marked.py").write_text(MARKED)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -145,6 +166,6 @@ def test_a_test_that_measures_speed_never_overlaps_one_that_trains(tmp_path: Pat
     measuring = [(a, b) for name, a, b in spans if name.startswith("measures")]
     training = [(a, b) for name, a, b in spans if name.startswith("trains")]
     assert len(measuring) == 3
-    assert len(training) == 8
+    assert len(training) == 9
     first, last = min(a for a, _ in measuring), max(b for _, b in measuring)
     assert all(b <= first or a >= last for a, b in training), (measuring, training)
