@@ -4,9 +4,10 @@ The same MLP is trained with MindSpore's own train cell (``Model``) and with
 :func:`mindwatch.mindspore.build_model` (the same step plus the in-graph global
 gradient norm), no callbacks, GRAPH mode, CPU. The two alternate in short rounds; each
 round's median step interval of ``build_model`` is divided by ``Model``'s of the same
-round, and the median of these paired ratios (with its 25th-75th percentile spread) is
-printed, which cancels this shared machine's slow drift. Both graphs are compiled before
-timing.
+round, and the median of these paired ratios (with its 25th-75th percentile spread, by
+linear interpolation between the ratios measured: never outside them, whatever the
+number of rounds) is printed, which cancels this shared machine's slow drift. Both
+graphs are compiled before timing.
 
     python benchmarks/grad_norm.py [--rounds 10] [--steps 80] [--sizes small,medium,large]
 """
@@ -78,7 +79,7 @@ def main() -> None:
             for m, out in order:
                 out.append(median_step(m, args.steps, batch))
             ratios.append(norm_ms[-1] / plain_ms[-1])
-        q = statistics.quantiles(ratios, n=4)
+        q = statistics.quantiles(ratios, n=4, method="inclusive")
         name = f"{size}: 64-{hidden}-{hidden}-10, batch {batch}"
         print(
             f"{name:34} {statistics.median(plain_ms) * 1e3:7.2f} ms "

@@ -51,6 +51,7 @@ def test_the_benchmark_prints_the_pages_table() -> None:
     assert matches(shown(), real), difference(shown(), real)
     for row in real[2:]:
         model_ms, norm_ms, ratio = (float(row.split()[i]) for i in (-6, -4, -2))
+        low, high = (float(v) for v in row.split()[-1].strip("()").split("-"))
         assert model_ms > 0
         assert norm_ms > 0
-        assert ratio > 0
+        assert 0 < low <= ratio <= high  # the quartiles of the ratios, never outside
