@@ -197,9 +197,20 @@ def test_a_slow_input_pipeline_is_named_at_fast_steps(tmp_path: Path) -> None:
     assert all(a["rank"] == 1 for a in found), found
 
 
+# A healthy rank's loader starved for a moment: rank 1's store 3x slower than the job's
+# pace for this long, then as fast as before. On the busy host where the default was 1 s,
+# a healthy rank's loader stalled for 1.06 s and was named; this is longer than that and
+# shorter than the 2 s default (at 1 s this job names rank 1: checked by hand).
+BLIP_S = 1.3
+
+
 def test_a_healthy_fast_job_raises_no_straggler_alert(tmp_path: Path) -> None:
-    """The same job with nothing planted: every interval judged, none named."""
-    alerts = job(tmp_path, 2, f"--steps={FAST_STEPS}", "--input-ms=4", **FAST)
+    """The same job, its rank 1's store slowed only for BLIP_S seconds from batch 150:
+    every interval judged, none named."""
+    blip = ("--slow-input=1", "--slow-from=150", "--slow-pace", f"--slow-for-s={BLIP_S}")
+    alerts = job(tmp_path, 2, f"--steps={FAST_STEPS}", "--input-ms=4", *blip, **FAST)
+    log = (tmp_path / "log" / "worker_1.log").read_text(errors="replace")
+    assert "slow store: " in log, log[-3000:]  # the blip was planted
     assert [a for a in alerts if a["rule"] == "straggler"] == [], alerts
     points = scalars(tmp_path / "run")
     assert len(points["ranks/input_wait_ms_max"]) == FAST_STEPS // FAST_INTERVAL

@@ -19,6 +19,8 @@ only the job's bottleneck on an idle machine; on a busy one the compute takes lo
 than the store, and 3x the store's own time may slow nothing. 3x the pace always makes
 rank R the bottleneck, waiting for data about twice the job's step; its store's time
 per batch is printed (``slow store: X ms per batch``) for the test's bound.
+``--slow-for-s S``: ... and only for S seconds from the first slow read, then as fast as
+before (a loader starved for a moment on a busy host; 0: until the end).
 ``--slow-compute R``: rank R shares one core with ``--busy`` busy processes (it is pinned
 to that core and spinning children are pinned beside it) while the other ranks share
 the remaining cores; its compute is slower, its all-reduce wait shorter. With 4 ranks
@@ -47,6 +49,7 @@ parser.add_argument("--input-ms", type=float, default=15.0)
 parser.add_argument("--slow-input", type=int, default=-1)
 parser.add_argument("--slow-from", type=int, default=1)
 parser.add_argument("--slow-pace", action="store_true")
+parser.add_argument("--slow-for-s", type=float, default=0.0)
 parser.add_argument("--slow-compute", type=int, default=-1)
 parser.add_argument("--busy", type=int, default=1)
 parser.add_argument("--width", type=int, default=64)
@@ -88,6 +91,7 @@ class Store:
     def __init__(self) -> None:
         self.reads: list[float] = []  # when each read began (for --slow-pace)
         self.slow_ms = 3.0 * args.input_ms
+        self.slow_since = 0.0  # when the first slow read began
 
     def __len__(self) -> int:
         return args.steps
@@ -101,10 +105,13 @@ class Store:
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         slow = args.slow_input == RANK and index + 1 >= args.slow_from
         if slow and index + 1 == args.slow_from:
+            self.slow_since = time.perf_counter()
             pace = self._pace_ms()
             if args.slow_pace:
                 self.slow_ms = 3.0 * max(args.input_ms, pace)
             print(f"slow store: {self.slow_ms:.2f} ms per batch (pace {pace:.2f} ms)", flush=True)
+        if slow and args.slow_for_s > 0:
+            slow = time.perf_counter() - self.slow_since < args.slow_for_s
         self.reads.append(time.perf_counter())
         time.sleep((self.slow_ms if slow else args.input_ms) / 1000.0)
         rng = np.random.default_rng(1000 * RANK + index)
