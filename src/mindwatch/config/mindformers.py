@@ -1,5 +1,6 @@
 """MindFormers training YAMLs: their ``monitor_config``, ``tensorboard`` and
-``callbacks:`` sections as :class:`~mindwatch.config.MonitorConfig` fields.
+``callbacks:`` sections (1.x), and the ``monitor:`` section of a 2.x PyNative YAML, as
+:class:`~mindwatch.config.MonitorConfig` fields.
 
 Mapping (MindFormers 1.5-1.9 keys, see the design notes' study of MindFormers):
 
@@ -22,6 +23,27 @@ MindFormers                                 mindwatch
 a top-level ``mindwatch:`` section          mindwatch keys, applied last
 ==========================================  ==========================================
 
+MindFormers 2.x (``mindformers.pynative``; 2.1.0's ``MonitorConfig``, read from its
+wheel: docs/dev/mindformers-2.1-source.md, section 6):
+
+================================================  ====================================
+MindFormers 2.x                                   mindwatch
+================================================  ====================================
+``monitor.tensorboard.output_dir`` (``""``: off)  ``logdir``
+``monitor.tensorboard.log_interval``              ``collect_freq``
+``monitor.train_state.local_norm``                ``layer_norms_every`` = 1, gradients
+(``true``: every parameter; a name or a list of   only (2.x logs them every step);
+names: parameters whose name contains one)        ``target`` (each name, escaped)
+``monitor.train_state.local_loss``                ``per_rank`` (each rank's own loss)
+``training.global_batch_size``                    ``hparams.batch_size``
+================================================  ====================================
+
+The rest is named in the warning: ``tensorboard.queue_size`` (mindwatch's queue never
+blocks), ``train_state.device_loss`` / ``device_norm`` and ``moe_monitor.*`` (not
+collected yet; 2.1.0 itself records no tokens per expert), ``health_checkpoint.*`` (no
+code of MindFormers 2.1.0 reads these; mindwatch's ``nonfinite`` and ``grad_explosion``
+rules judge the norm), and any key 2.x does not have (2.x itself refuses those).
+
 Keys that mean nothing here are accepted, never silently dropped: they are listed once,
 with the reason, in a single warning (Ascend-only in-graph dumps, options mindwatch does
 not have, TensorBoard switches whose data mindwatch always writes). The same list is
@@ -34,6 +56,7 @@ validates them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -41,7 +64,7 @@ from mindwatch.config.errors import ConfigError
 
 __all__ = ["is_mindformers_yaml", "mindformers_notes", "translate"]
 
-_SECTIONS = ("monitor_config", "tensorboard", "callbacks")
+_SECTIONS = ("monitor_config", "tensorboard", "callbacks", "monitor")
 
 _ASCEND_ONLY = "needs MindFormers' in-graph dumps on Ascend; not collected by mindwatch"
 _NOT_YET = "not collected by mindwatch yet"
@@ -88,16 +111,41 @@ _COSTLY = {
 }
 _CHECKPOINT_KEYS = ("prefix", "save_checkpoint_steps", "keep_checkpoint_max", "directory")
 
+# MindFormers 2.x's monitor: section: its subsections and their keys (2.1.0).
+_MONITOR_2X: dict[str, tuple[str, ...]] = {
+    "tensorboard": ("output_dir", "log_interval", "queue_size"),
+    "train_state": ("local_loss", "local_norm", "device_loss", "device_norm"),
+    "moe_monitor": ("save_tokens_per_expert_interval", "target_layers"),
+    "health_checkpoint": (
+        "embedding_local_norm_threshold",
+        "global_norm_skip_threshold",
+        "global_norm_skip_time",
+    ),
+}
+_MONITOR_2X_NOTES = {
+    "tensorboard.queue_size": "mindwatch's writer queue never blocks on a small size; "
+    "see max_queue",
+    "train_state.device_loss": _NOT_YET,
+    "train_state.device_norm": _NOT_YET,
+    "moe_monitor.save_tokens_per_expert_interval": _NOT_YET
+    + " (MindFormers 2.1.0 records none either)",
+    "moe_monitor.target_layers": _NOT_YET,
+}
+_HEALTH_2X = (
+    "read by no code of MindFormers 2.1.0; mindwatch's nonfinite and grad_explosion rules "
+    "judge the gradient norm (alerts.*)"
+)
+
 
 def is_mindformers_yaml(data: Mapping[str, Any]) -> bool:
     return any(section in data for section in _SECTIONS)
 
 
-def _section(data: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:
+def _section(data: Mapping[str, Any], name: str, source: str, label: str = "") -> Mapping[str, Any]:
     value = data.get(name) or {}
     if not isinstance(value, Mapping):
         raise ConfigError(
-            f"invalid MindFormers config {source}:\n  - {name}: must be a mapping of "
+            f"invalid MindFormers config {source}:\n  - {label or name}: must be a mapping of "
             f"settings, got {type(value).__name__} {value!r:.60}"
         )
     return value
@@ -214,6 +262,7 @@ def translate(
             args = {}
         for key in args:
             notes.append(f"callbacks.{i} ({kind}).{key}: {_UNUSED}")
+    _monitor_2x(data, source, fields, notes, origins)
     fields["hparams"] = {**_hparams(data), **(fields.get("hparams") or {})}
     extra = data.get("mindwatch")
     if isinstance(extra, Mapping):
@@ -239,19 +288,83 @@ def _merge(
         origins[name] = f"{where}.{key}"
 
 
+def _monitor_2x(
+    data: Mapping[str, Any],
+    source: str,
+    fields: dict[str, Any],
+    notes: list[str],
+    origins: dict[str, str],
+) -> None:
+    """MindFormers 2.x's ``monitor:`` section into ``fields`` (the table above); every
+    key without a counterpart into ``notes``."""
+    monitor = _section(data, "monitor", source)
+    for name in monitor:
+        if name not in _MONITOR_2X:
+            notes.append(f"monitor.{name}: unknown MindFormers 2.x key; {_UNUSED}")
+            continue
+        settings = _section(monitor, name, source, label=f"monitor.{name}")
+        for key, value in settings.items():
+            where = f"monitor.{name}.{key}"
+            if key not in _MONITOR_2X[name]:
+                notes.append(f"{where}: unknown MindFormers 2.x key; {_UNUSED}")
+            elif name == "health_checkpoint":
+                notes.append(f"{where}: {_HEALTH_2X}")
+            elif (name, key) == ("tensorboard", "output_dir"):
+                if value:  # "" is 2.x's "off"
+                    fields["logdir"], origins["logdir"] = value, where
+            elif (name, key) == ("tensorboard", "log_interval"):
+                fields["collect_freq"], origins["collect_freq"] = value, where
+            elif (name, key) == ("train_state", "local_norm"):
+                _local_norm(value, where, source, fields, origins)
+            elif (name, key) == ("train_state", "local_loss"):
+                if _switch(value, where, source):
+                    fields["per_rank"], origins["per_rank"] = True, where
+            elif value not in (None, False, [], ""):
+                notes.append(f"{where}: {_MONITOR_2X_NOTES[f'{name}.{key}']}")
+
+
+def _local_norm(
+    value: Any, where: str, source: str, fields: dict[str, Any], origins: dict[str, str]
+) -> None:
+    """2.x's ``local_norm``: ``true`` (every parameter), a name or a list of names (the
+    parameters whose name contains one of them), or off (false, ``""``, ``[]``)."""
+    names: list[str] = []
+    if value is None or isinstance(value, bool):
+        on = bool(value)
+    elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        on = _switch(value, where, source)
+    elif isinstance(value, str):
+        on, names = True, [value]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        names = [v for v in value if v]
+        on = bool(names)
+    else:
+        raise ConfigError(
+            f"invalid MindFormers config {source}:\n  - {where} = {value!r:.60}: must be "
+            "true or false, a parameter name, or a list of parameter names"
+        )
+    if not on:
+        return
+    fields["layer_norms_every"], origins["layer_norms_every"] = 1, where
+    fields["layer_norms_of"], origins["layer_norms_of"] = ["gradients"], where
+    if names:  # 2.x matches a name as a substring; target is a regex (re.search)
+        fields["target"], origins["target"] = [re.escape(n) for n in names], where
+
+
 def _hparams(data: Mapping[str, Any]) -> dict[str, Any]:
     def section(name: str) -> Mapping[str, Any]:
         value = data.get(name)
         return value if isinstance(value, Mapping) else {}
 
-    runner, optimizer, schedule = (
+    runner, optimizer, schedule, training = (
         section("runner_config"),
         section("optimizer"),
         section("lr_schedule"),
+        section("training"),  # MindFormers 2.x
     )
     found = {
         "seed": data.get("seed"),
-        "batch_size": runner.get("batch_size"),
+        "batch_size": runner.get("batch_size", training.get("global_batch_size")),
         "epochs": runner.get("epochs"),
         "optimizer": optimizer.get("type"),
         "learning_rate": schedule.get("learning_rate", optimizer.get("learning_rate")),
