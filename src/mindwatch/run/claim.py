@@ -23,8 +23,11 @@ files (checkpoints, logs), is simply used.
 Under ``msrun`` rank 0 decides and the other ranks follow its choice when the ranks
 can agree (the callback's collective). Without one, a rank r > 0 cannot know what
 rank 0 chose: if the folder holds an earlier run, it writes a folder of its own,
-``<folder>-rank<r>`` (a ``run.json`` still ``running`` is taken for its own job's,
-rank 0's, not an earlier run).
+``<folder>-rank<r>``. A ``run.json`` still ``running`` is taken for its own job's,
+rank 0's, not an earlier run; so are event files without a ``run.json`` that were all
+written after this process started: rank 0 opens its event file a moment before it
+writes ``run.json`` (seen under msrun: rank 1 looked in between and wrote
+``plain-rank1``), and an earlier run's files are older than the job.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from mindwatch.run.info import process_alive
-from mindwatch.run.layout import RUN_FILE, has_event_files
+from mindwatch.run.layout import EVENT_FILE_PREFIX, RUN_FILE, has_event_files
 from mindwatch.run.record import Attempt, read_run_file
 
 __all__ = ["Claim", "EarlierRun", "claim_run_dir", "earlier_run", "link_runs"]
@@ -89,8 +92,24 @@ def earlier_run(folder: Path, *, rank: int = 0) -> Optional[EarlierRun]:
     if on_disk.found:  # a run.json without attempts (hand-written or damaged): still a run
         return EarlierRun(status=info.status or "unknown")
     if has_event_files(folder):
+        if rank > 0 and _written_since_this_process_started(folder):
+            return None  # rank 0 of this job has just opened them; its run.json follows
         return EarlierRun(status="unknown")
     return None
+
+
+def _written_since_this_process_started(folder: Path) -> bool:
+    """Whether every event file in ``folder`` was last written after this process
+    started (False when that cannot be told)."""
+    import psutil
+
+    try:
+        started = psutil.Process().create_time()
+        names = [n for n in os.listdir(folder) if n.startswith(EVENT_FILE_PREFIX)]
+        written = [os.stat(folder / name).st_mtime for name in names]
+    except (psutil.Error, OSError):
+        return False
+    return bool(written) and min(written) >= started
 
 
 @dataclass(frozen=True)
