@@ -123,8 +123,7 @@ _MONITOR_2X: dict[str, tuple[str, ...]] = {
     ),
 }
 _MONITOR_2X_NOTES = {
-    "tensorboard.queue_size": "mindwatch's writer queue never blocks on a small size; "
-    "see max_queue",
+    "tensorboard.queue_size": _TENSORBOARD_NOTES["tensorboard_queue_size"],
     "train_state.device_loss": _NOT_YET,
     "train_state.device_norm": _NOT_YET,
     "moe_monitor.save_tokens_per_expert_interval": _NOT_YET
