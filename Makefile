@@ -81,7 +81,12 @@ docs: $(DEV_STAMP)
 # pytest on PYTEST_WORKERS processes (pytest-xdist; docs/install.md, "How the suite runs"):
 # the tests that share a job stay on one worker and the longest start first
 # (tests/schedule.py). PYTEST_WORKERS=0 runs them all in this one process.
+# Bytecode caches are written for src/ and tests/ even where the environment sets
+# PYTHONDONTWRITEBYTECODE (this project's machines do): otherwise each of the suite's
+# hundreds of Python processes (msrun workers, CLI runs) compiles mindwatch again, and
+# each xdist worker rewrites every test module's asserts. __pycache__/ is ignored by git.
 PYTEST_WORKERS ?= 4
+pytest: export PYTHONDONTWRITEBYTECODE :=
 pytest: $(DEV_STAMP) sysdeps
 	$(BIN)/python -m pytest -ra -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
