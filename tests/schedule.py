@@ -30,12 +30,11 @@ import json
 import shutil
 import sys
 import tempfile
-import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -185,17 +184,9 @@ FOLDER_KEY = "mindwatch_schedule"
 # ``distributed`` elsewhere (each trains a real model: the rules' scorecard trains two
 # runs at once and one beside a spinning process; while it was not held off, a seed's
 # demo run was once 6 times slower than its baselines), takes a shared hold, so none runs
-# meanwhile: a reader-writer lock on two files of the schedule's folder (flock). Other
-# tests go on. Without xdist there is nothing to do.
-#
-# The writer lets readers in while it waits, for up to ``WRITER_PATIENCE``: the modules
-# that measure are queued after the last test that trains, so what it waits for is the
-# few training tests the other workers had already been handed, and those workers go on
-# to the light tests left. A writer that shut the door at once (it did) left those
-# workers blocked behind it, a core idle for the minute and more the measuring modules
-# take. Past the patience the first file, a turnstile, shuts the door, so that readers
-# arriving (a run ordered otherwise, say with ``-p no:...``) cannot starve the writer.
-WRITER_PATIENCE = 120.0  # seconds
+# meanwhile: a reader-writer lock on two files of the schedule's folder (flock), the
+# first a turnstile so that a waiting writer is not starved by readers arriving.
+# Other tests go on. Without xdist there is nothing to do.
 
 _exclusive_held = False
 
@@ -214,32 +205,6 @@ def _heavy(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(name) for name in ("mindspore", "distributed"))
 
 
-def take_exclusive(turnstile: IO[str], machine: IO[str], patience: float) -> None:
-    """Hold ``machine`` alone: wait for the readers in it, letting new ones in for
-    ``patience`` seconds, then shutting ``turnstile`` to them."""
-    import fcntl
-
-    until = time.monotonic() + patience
-    while time.monotonic() < until:
-        try:
-            fcntl.flock(machine, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:  # a test that trains runs
-            time.sleep(0.1)
-    fcntl.flock(turnstile, fcntl.LOCK_EX)  # readers arriving from now on wait
-    fcntl.flock(machine, fcntl.LOCK_EX)  # ... for the running ones to finish
-    fcntl.flock(turnstile, fcntl.LOCK_UN)
-
-
-def take_shared(turnstile: IO[str], machine: IO[str]) -> None:
-    """Hold ``machine`` with other readers, once no writer has shut ``turnstile``."""
-    import fcntl
-
-    fcntl.flock(turnstile, fcntl.LOCK_EX)  # behind a writer that shut it
-    fcntl.flock(turnstile, fcntl.LOCK_UN)
-    fcntl.flock(machine, fcntl.LOCK_SH)
-
-
 @pytest.fixture(scope="module")
 def machine_to_itself(request: pytest.FixtureRequest) -> Iterator[None]:
     """For the module's tests, no other worker runs a test that trains a model."""
@@ -251,7 +216,9 @@ def machine_to_itself(request: pytest.FixtureRequest) -> Iterator[None]:
     import fcntl
 
     with files[0].open("a") as turnstile, files[1].open("a") as machine:
-        take_exclusive(turnstile, machine, WRITER_PATIENCE)
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # readers arriving from now on wait
+        fcntl.flock(machine, fcntl.LOCK_EX)  # ... for the running ones to finish
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
         _exclusive_held = True
         try:
             yield
@@ -268,8 +235,11 @@ def _machine_shared(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     import fcntl
 
-    with files[0].open("a") as turnstile, files[1].open("a") as machine:
-        take_shared(turnstile, machine)
+    with files[0].open("a") as turnstile:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # behind a writer that waits
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    with files[1].open("a") as machine:
+        fcntl.flock(machine, fcntl.LOCK_SH)
         try:
             yield
         finally:

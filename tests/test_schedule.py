@@ -10,13 +10,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO
-
-from tests import schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -175,66 +169,3 @@ def test_a_test_that_measures_speed_never_overlaps_one_that_trains(tmp_path: Pat
     assert len(training) == 9
     first, last = min(a for a, _ in measuring), max(b for _, b in measuring)
     assert all(b <= first or a >= last for a, b in training), (measuring, training)
-
-
-class _Holder(threading.Thread):
-    """Takes the machine lock (real flock, files of its own) in a thread, holds it
-    until released; ``held`` is set once it has it."""
-
-    def __init__(self, folder: Path, take: Callable[[IO[str], IO[str]], None]) -> None:
-        super().__init__(daemon=True)
-        self.folder, self.take = folder, take
-        self.held, self.release = threading.Event(), threading.Event()
-
-    def run(self) -> None:
-        turnstile, machine = self.folder / "turnstile", self.folder / "machine"
-        with turnstile.open("a") as shut, machine.open("a") as held:
-            self.take(shut, held)
-            self.held.set()
-            self.release.wait()
-
-
-def _reader(folder: Path) -> _Holder:
-    holder = _Holder(folder, schedule.take_shared)
-    holder.start()
-    return holder
-
-
-def _writer(folder: Path, patience: float) -> _Holder:
-    holder = _Holder(folder, lambda t, m: schedule.take_exclusive(t, m, patience))
-    holder.start()
-    return holder
-
-
-def test_a_waiting_writer_lets_readers_in_while_patient(tmp_path: Path) -> None:
-    """The measuring module waits for the training tests already handed out and does not
-    block the others' next ones: those workers would idle behind it."""
-    first = _reader(tmp_path)
-    assert first.held.wait(10)
-    writer = _writer(tmp_path, patience=60.0)
-    time.sleep(0.5)  # the writer is waiting
-    second = _reader(tmp_path)
-    assert second.held.wait(10)  # came in past the waiting writer
-    assert not writer.held.is_set()
-    first.release.set()
-    assert not writer.held.wait(0.5)  # the second reader still trains
-    second.release.set()
-    assert writer.held.wait(10)
-    writer.release.set()
-
-
-def test_past_its_patience_the_writer_shuts_the_door(tmp_path: Path) -> None:
-    """Readers arriving without end cannot starve it: past the patience, a new reader
-    waits for the writer to be done."""
-    first = _reader(tmp_path)
-    assert first.held.wait(10)
-    writer = _writer(tmp_path, patience=0.2)
-    time.sleep(1.0)  # past the patience: the turnstile is shut
-    second = _reader(tmp_path)
-    assert not second.held.wait(0.5)
-    first.release.set()
-    assert writer.held.wait(10)
-    assert not second.held.is_set()
-    writer.release.set()
-    assert second.held.wait(10)
-    second.release.set()
