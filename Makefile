@@ -83,8 +83,10 @@ docs: $(DEV_STAMP)
 # (tests/schedule.py). PYTEST_WORKERS=0 runs them all in this one process.
 # Bytecode caches are written for src/ and tests/ even where the environment sets
 # PYTHONDONTWRITEBYTECODE (this project's machines do): otherwise each of the suite's
-# hundreds of Python processes (msrun workers, CLI runs) compiles mindwatch again, and
-# each xdist worker rewrites every test module's asserts. __pycache__/ is ignored by git.
+# hundreds of Python processes (msrun workers, CLI runs) compiles mindwatch again, each
+# MindFormers training process compiles MindSpore and MindFormers (uv installs their venv
+# without bytecode; tests/mindformers/conftest.py), and each xdist worker rewrites every
+# test module's asserts. __pycache__/ is ignored by git.
 PYTEST_WORKERS ?= 4
 pytest: export PYTHONDONTWRITEBYTECODE :=
 pytest: $(DEV_STAMP) sysdeps

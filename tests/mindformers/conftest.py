@@ -10,12 +10,13 @@ took 75 s and 74 s of CPU (pip resolves one package at a time; the 65 packages a
 versions are the same). uv reads PyPI, not pip's configuration: this venv holds no
 package pip's local wheels or constraints are there for (torch).
 
-Its modules are compiled to bytecode at install (``--compile-bytecode``, which pip does
-by default and uv does not): without it, and with ``PYTHONDONTWRITEBYTECODE`` set (as on
-this project's machines), every process compiled MindSpore and MindFormers from source
-again, ``import mindformers`` taking 9.4 s of CPU instead of 3.4 s, in each of the
-MindFormers tests' training processes. The stamp names the recipe, so a venv built by
-an older one is built again.
+Bytecode: uv does not compile at install (pip does), and this project's machines set
+``PYTHONDONTWRITEBYTECODE``; then every process compiled MindSpore and MindFormers from
+source again, ``import mindformers`` taking 9.4 s of CPU instead of 3.4 s, in each of
+the MindFormers tests' training processes. ``make test`` lets Python write bytecode (the
+Makefile's ``pytest`` target), so the first process compiles the modules it imports and
+the others read them. Compiling the whole venv at install instead (uv's
+``--compile-bytecode``, 12,000 modules) cost as much CPU as the suite's processes save.
 
 Under pytest-xdist every worker has its own session, so several may reach the fixture at
 once: the build holds a file lock (``.venv-mindformers.lock``), and a worker that finds
@@ -36,7 +37,7 @@ from filelock import FileLock
 ROOT = Path(__file__).parents[2]
 VENV = ROOT / ".venv-mindformers"
 PYTHON = VENV / "bin" / "python"
-STAMP = VENV / ".installed-mindformers-1.9.0-bytecode"
+STAMP = VENV / ".installed-mindformers-1.9.0"
 LOCK = ROOT / ".venv-mindformers.lock"
 BUILD_TIMEOUT = 1800.0  # two installs, each up to that; a lock held longer is a hang
 
@@ -61,8 +62,7 @@ def build() -> None:
         if STAMP.exists():  # another worker built it while this one waited
             return
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-        pip = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--compile-bytecode"]
-        pip += ["--python", str(PYTHON)]
+        pip = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", str(PYTHON)]
         subprocess.run(
             [*pip, "mindformers==1.9.0", "mindspore==2.9.0"], check=True, timeout=BUILD_TIMEOUT
         )
