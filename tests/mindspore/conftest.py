@@ -12,6 +12,14 @@ os.environ.setdefault("GLOG_v", "3")
 ms = pytest.importorskip("mindspore")
 # Once, before any kernel runs: MindSpore refuses set_device after that.
 ms.set_device("CPU")
+# PyNative runs each operator as it is called, not through its asynchronous pipeline: on
+# a 2-core CPU machine that pipeline's queue threads took 15 ms of CPU a step of a tiny
+# MLP, the synchronous launch 3 (500 steps: 15.4 s of CPU against 5.4). These tests
+# train in this process; a user's PyNative run as it is by default (the pipeline) runs
+# in processes of their own: examples/custom_loop.py (test_examples.py) and
+# examples/pytorch_tutorial.py (test_summarywriter.py), both PyNative, and the overhead
+# benchmark's PyNative row (test_overhead_benchmark.py).
+ms.set_context(pynative_synchronize=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
