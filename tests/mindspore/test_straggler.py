@@ -123,20 +123,24 @@ def test_a_slow_compute_rank_is_named_by_the_micro_benchmark(
     assert f"rank {slow} is the straggler: its compute is slower" in first["message"]
 
 
-@pytest.mark.parametrize(("world", "runs", "steps"), [(2, 5, 300), (4, 2, 200)])
-def test_healthy_jobs_raise_no_straggler_alert(
-    tmp_path: Path, world: int, runs: int, steps: int
-) -> None:
-    """At least 5 s each (2 ranks take 20 ms a step, 4 ranks 30 ms on 2 cores)."""
-    for run in range(runs):
-        store = f"--input-ms={INPUT_MS[world]}"
-        alerts = job(tmp_path / str(run), world, f"--steps={steps}", store, bench_every_s=1.0)
-        assert [a for a in alerts if a["rule"] == "straggler"] == [], (run, alerts)
-        # Both parts were judged: interval medians, and micro-benchmark runs beyond the
-        # two that are not judged.
-        points = scalars(tmp_path / str(run) / "run")
-        assert len(points["ranks/input_wait_ms_max"]) >= 12, points.keys()
-        assert len(points["ranks/bench_ms_max"]) >= 4
+@pytest.mark.parametrize(("world", "steps"), [(2, 1500), (4, 400)])
+def test_healthy_jobs_raise_no_straggler_alert(tmp_path: Path, world: int, steps: int) -> None:
+    """30 s and more (2 ranks take 20 ms a step, 4 ranks 30 ms on 2 cores), the
+    micro-benchmark every second, every interval judged.
+
+    One long job for each world size, as many steps as the five and two jobs of 300 and
+    200 steps it replaced: each msrun job spends about 9 s of CPU starting (the launcher,
+    the scheduler and every worker import MindSpore), a third of a short job. A job's
+    start, where a transient is likeliest, is judged in the four input-pipeline jobs of
+    this module too, none of which may name a rank before its onset."""
+    store = f"--input-ms={INPUT_MS[world]}"
+    alerts = job(tmp_path, world, f"--steps={steps}", store, bench_every_s=1.0)
+    assert [a for a in alerts if a["rule"] == "straggler"] == [], alerts
+    # Both parts were judged: interval medians, and micro-benchmark runs beyond the two
+    # that are not judged.
+    points = scalars(tmp_path / "run")
+    assert len(points["ranks/input_wait_ms_max"]) >= steps // 20, points.keys()
+    assert len(points["ranks/bench_ms_max"]) >= 6
 
 
 FAST_ONSET = 120
