@@ -128,20 +128,9 @@ class LogParser:
     def _parse(self, line: str) -> Optional[list[Point]]:
         """The points of the first format whose pattern matches and whose reader takes
         the line (a speed or time line needs the step of a loss line before it)."""
-        readers: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Optional[list[Point]]]]]
-        readers = [
-            (_MF, self._mindformers),
-            (_MF2, self._mindformers2),
-            (_MF2_NORM, self._norm),
-            (_MF2_LOGIT, self._logit),
-            (_MF2_RECORD, lambda m: self._record(m.group(1))),
-            (_MF_SPEED, lambda m: self._after_loss("perf/samples_per_s", m.group(1))),
-            (_MS_LOSS, self._loss_monitor),
-            (_MS_TIME, lambda m: self._after_loss("perf/step_time_ms", m["step_ms"])),
-        ]
-        for pattern, read in readers:
+        for pattern, read in _READERS:
             match = pattern.search(line)
-            points = read(match) if match else None
+            points = read(self, match) if match else None
             if points is not None:
                 return points
         return None
@@ -150,6 +139,12 @@ class LogParser:
         if self._last_step is None:
             return None
         return [Point(self._last_step, tag, float(text))]
+
+    def _speed(self, match: re.Match[str]) -> Optional[list[Point]]:
+        return self._after_loss("perf/samples_per_s", match.group(1))
+
+    def _epoch_time(self, match: re.Match[str]) -> Optional[list[Point]]:
+        return self._after_loss("perf/step_time_ms", match["step_ms"])
 
     def _mindformers(self, match: re.Match[str]) -> list[Point]:
         epoch, step = int(match["epoch"]), int(match["step"])
@@ -176,21 +171,20 @@ class LogParser:
     def _mindformers2(self, match: re.Match[str]) -> Optional[list[Point]]:
         step = int(match["step"])
         rest = match["rest"]
-        points = [
-            Point(step, tag, float(found.group(1)))
-            for tag, pattern in _MF2_FIELDS.items()
-            for found in [pattern.search(rest)]
-            if found
-        ]
+        points = []
+        for tag, pattern in _MF2_FIELDS.items():
+            found = pattern.search(rest)
+            if found:
+                points.append(Point(step, tag, float(found.group(1))))
         points += [Point(step, f"train/mtp_{i}_loss", float(v)) for i, v in _MF2_MTP.findall(rest)]
         if not points:
             return None
         self._last_step = step
         return points
 
-    def _record(self, text: str) -> Optional[list[Point]]:
+    def _record(self, match: re.Match[str]) -> Optional[list[Point]]:
         """A JSON line of 2.x's TrainStateMonitor: a loss record, or a norms header."""
-        record = json.loads(text)
+        record = json.loads(match.group(1))
         step = int(record["step"])
         micro = int(record.get("micro_step", 1))
         points = []
@@ -215,10 +209,7 @@ class LogParser:
         return [Point(step, f"{folder}/{name}", float(value))]
 
     def _logit(self, match: re.Match[str]) -> Optional[list[Point]]:
-        text = match["value"].strip()
-        values = [float(v) for v in text.strip("[]").split(",")] if text else []
-        if not values:
-            return None
+        values = [float(v) for v in match["value"].strip().strip("[]").split(",")]
         return [Point(int(match["step"]), match["tag"], max(values))]
 
     def _loss_monitor(self, match: re.Match[str]) -> Optional[list[Point]]:
@@ -231,3 +222,18 @@ class LogParser:
         global_step = (epoch - 1) * per_epoch + step
         self._last_step = global_step
         return [Point(global_step, "train/loss", float(match["loss"]))]
+
+
+# Each format's pattern and reader, in the order they are tried (built once, not a line).
+_READERS: tuple[
+    tuple[re.Pattern[str], Callable[[LogParser, re.Match[str]], Optional[list[Point]]]], ...
+] = (
+    (_MF, LogParser._mindformers),
+    (_MF2, LogParser._mindformers2),
+    (_MF2_NORM, LogParser._norm),
+    (_MF2_LOGIT, LogParser._logit),
+    (_MF2_RECORD, LogParser._record),
+    (_MF_SPEED, LogParser._speed),
+    (_MS_LOSS, LogParser._loss_monitor),
+    (_MS_TIME, LogParser._epoch_time),
+)
